@@ -1,0 +1,272 @@
+//! MCP protocol facts the bridge acts on: revisions and eras, HTTP header names, the
+//! `=?base64?…?=` header value encoding, `x-mcp-header` annotations and result translation
+//! between eras. Pure functions only.
+
+use base64::Engine as _;
+use serde_json::value::RawValue;
+
+use crate::jsonrpc::{self, Fields};
+
+pub const MODERN: &str = "2026-07-28";
+pub const LEGACY_LATEST: &str = "2025-11-25";
+/// 2025-era revisions the bridge speaks, newest first.
+pub const LEGACY_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+/// Every revision the bridge speaks, newest first.
+pub const ALL_VERSIONS: [&str; 4] = [MODERN, "2025-11-25", "2025-06-18", "2025-03-26"];
+/// What a 2025 client that sends no `MCP-Protocol-Version` header is assumed to speak.
+pub const LEGACY_DEFAULT: &str = "2025-03-26";
+
+pub const META_PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+pub const META_CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+pub const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+pub const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+pub const META_SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+pub const H_PROTOCOL_VERSION: &str = "mcp-protocol-version";
+pub const H_METHOD: &str = "mcp-method";
+pub const H_NAME: &str = "mcp-name";
+pub const H_PARAM_PREFIX: &str = "mcp-param-";
+pub const H_SESSION_ID: &str = "mcp-session-id";
+pub const H_LAST_EVENT_ID: &str = "last-event-id";
+
+/// Which generation of the protocol a peer speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Era {
+    /// 2025-03-26 / 2025-06-18 / 2025-11-25: `initialize`, sessions, server requests.
+    Legacy,
+    /// 2026-07-28: stateless, per-request `_meta`.
+    Modern,
+}
+
+impl Era {
+    pub fn label(self) -> &'static str {
+        match self {
+            Era::Legacy => "2025",
+            Era::Modern => "2026",
+        }
+    }
+}
+
+pub fn is_legacy_version(v: &str) -> bool {
+    LEGACY_VERSIONS.contains(&v)
+}
+
+/// Negotiate a 2025 version: echo the client's if we speak it, else offer our latest.
+pub fn negotiate_legacy(requested: Option<&str>) -> &'static str {
+    match requested {
+        Some(v) => LEGACY_VERSIONS
+            .iter()
+            .copied()
+            .find(|x| *x == v)
+            .unwrap_or(LEGACY_LATEST),
+        None => LEGACY_LATEST,
+    }
+}
+
+/// Methods whose 2026 requests carry `Mcp-Name`, and the params field it mirrors.
+pub fn name_field(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// Methods whose complete 2026 results must carry `ttlMs` and `cacheScope`.
+pub fn needs_cache_hints(method: &str) -> bool {
+    matches!(
+        method,
+        "server/discover"
+            | "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    )
+}
+
+/// Decode a header value per the 2026 encoding: `=?base64?<b64>?=` or the plain value.
+/// Returns None when the sentinel form does not decode to UTF-8.
+pub fn decode_header_value(v: &str) -> Option<String> {
+    if let Some(inner) = v
+        .strip_prefix("=?base64?")
+        .and_then(|x| x.strip_suffix("?="))
+    {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(inner)
+            .ok()?;
+        return String::from_utf8(bytes).ok();
+    }
+    Some(v.to_owned())
+}
+
+/// Encode a header value per the 2026 rules (used when the bridge is an HTTP client).
+pub fn encode_header_value(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !v.starts_with(' ')
+        && !v.ends_with(' ')
+        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+    if plain || v.is_empty() {
+        v.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(v.as_bytes())
+        )
+    }
+}
+
+/// Does a header value (already decoded) equal a JSON body value? Strings compare exactly,
+/// integers numerically (`42.0 == 42`), booleans as `true`/`false`.
+pub fn header_matches_json(header: &str, body: &RawValue) -> bool {
+    match serde_json::from_str::<serde_json::Value>(body.get()) {
+        Ok(serde_json::Value::String(s)) => s == header,
+        Ok(serde_json::Value::Bool(b)) => header == if b { "true" } else { "false" },
+        Ok(serde_json::Value::Number(n)) => {
+            let (Some(bv), Ok(hv)) = (n.as_f64(), header.trim().parse::<f64>()) else {
+                return false;
+            };
+            bv == hv
+        }
+        _ => false,
+    }
+}
+
+/// `x-mcp-header` annotations of one tool: (header name lowercase without prefix, property).
+/// Only top-level `properties` are eligible; invalid annotations make the whole tool invalid.
+pub fn tool_param_headers(input_schema: &serde_json::Value) -> Result<Vec<(String, String)>, String> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let Some(props) = input_schema.get("properties").and_then(|p| p.as_object()) else {
+        return Ok(out);
+    };
+    for (prop, schema) in props {
+        let Some(h) = schema.get("x-mcp-header") else {
+            continue;
+        };
+        let Some(h) = h.as_str() else {
+            return Err(format!("x-mcp-header on {prop} is not a string"));
+        };
+        if h.is_empty() || !h.bytes().all(is_tchar) {
+            return Err(format!("x-mcp-header {h:?} on {prop} is not a valid header token"));
+        }
+        let ty = schema.get("type").and_then(|t| t.as_str());
+        if !matches!(ty, Some("string" | "integer" | "boolean")) {
+            return Err(format!("x-mcp-header on {prop} needs type string, integer or boolean"));
+        }
+        let lower = h.to_ascii_lowercase();
+        if out.iter().any(|(x, _)| *x == lower) {
+            return Err(format!("x-mcp-header {h:?} is used twice"));
+        }
+        out.push((lower, prop.clone()));
+    }
+    Ok(out)
+}
+
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// Turn a 2025 child's result into a 2026 result for `method`: add `resultType` and, where
+/// required, `ttlMs`/`cacheScope` (safe defaults: stale, private). Unknown shapes pass through.
+pub fn legacy_result_to_modern(method: &str, result: &RawValue) -> Option<String> {
+    let f = Fields::parse(result)?;
+    let mut extra: Vec<(&str, &str)> = Vec::new();
+    if !f.has("resultType") {
+        extra.push(("resultType", "\"complete\""));
+    }
+    if needs_cache_hints(method) {
+        if !f.has("ttlMs") {
+            extra.push(("ttlMs", "0"));
+        }
+        if !f.has("cacheScope") {
+            extra.push(("cacheScope", "\"private\""));
+        }
+    }
+    if extra.is_empty() {
+        return None;
+    }
+    let raws: Vec<Box<RawValue>> = extra.iter().map(|(_, v)| jsonrpc::raw(v)).collect();
+    let mut fields = f.0.clone();
+    for ((k, _), v) in extra.iter().zip(raws.iter()) {
+        fields.push((std::borrow::Cow::Borrowed(*k), &**v));
+    }
+    let mut out = bytes::BytesMut::with_capacity(result.get().len() + 64);
+    jsonrpc::write_object(&mut out, &fields);
+    String::from_utf8(out.to_vec()).ok()
+}
+
+/// Is a `tools/call` result an `isError: true` result?
+pub fn is_tool_error(result: &RawValue) -> bool {
+    if memchr::memmem::find(result.get().as_bytes(), b"isError").is_none() {
+        return false;
+    }
+    Fields::parse(result)
+        .and_then(|f| f.get("isError").map(|v| v.get() == "true"))
+        .unwrap_or(false)
+}
+
+/// The `code` of a JSON-RPC error object.
+pub fn error_code(error: &RawValue) -> Option<i64> {
+    Fields::parse(error)?.get("code")?.get().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_sentinel() {
+        assert_eq!(
+            decode_header_value("=?base64?SGVsbG8sIOS4lueVjA==?=").as_deref(),
+            Some("Hello, 世界")
+        );
+        assert_eq!(decode_header_value("plain").as_deref(), Some("plain"));
+        assert_eq!(decode_header_value("=?base64?***?="), None);
+        assert_eq!(encode_header_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(encode_header_value("abc"), "abc");
+        assert_eq!(encode_header_value(" x"), "=?base64?IHg=?=");
+    }
+
+    #[test]
+    fn header_compare() {
+        assert!(header_matches_json("42", &jsonrpc::raw("42.0")));
+        assert!(header_matches_json("42", &jsonrpc::raw("42")));
+        assert!(!header_matches_json("43", &jsonrpc::raw("42")));
+        assert!(header_matches_json("true", &jsonrpc::raw("true")));
+        assert!(header_matches_json("a b", &jsonrpc::raw("\"a b\"")));
+        assert!(!header_matches_json("x", &jsonrpc::raw("null")));
+    }
+
+    #[test]
+    fn param_headers() {
+        let s: serde_json::Value = serde_json::json!({"type":"object","properties":{
+            "region":{"type":"string","x-mcp-header":"Region"},
+            "n":{"type":"integer"}}});
+        assert_eq!(
+            tool_param_headers(&s).unwrap(),
+            vec![("region".to_string(), "region".to_string())]
+        );
+        let bad = serde_json::json!({"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}});
+        assert!(tool_param_headers(&bad).is_err());
+        let bad = serde_json::json!({"type":"object","properties":{"x":{"type":"string","x-mcp-header":"a b"}}});
+        assert!(tool_param_headers(&bad).is_err());
+    }
+
+    #[test]
+    fn translate_results() {
+        let r = jsonrpc::raw(r#"{"tools":[]}"#);
+        assert_eq!(
+            legacy_result_to_modern("tools/list", &r).unwrap(),
+            r#"{"tools":[],"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#
+        );
+        let r = jsonrpc::raw(r#"{"content":[],"isError":true}"#);
+        assert!(is_tool_error(&r));
+        assert_eq!(
+            legacy_result_to_modern("tools/call", &r).unwrap(),
+            r#"{"content":[],"isError":true,"resultType":"complete"}"#
+        );
+        assert_eq!(error_code(&jsonrpc::raw(r#"{"code":-32601,"message":"x"}"#)), Some(-32601));
+    }
+}
