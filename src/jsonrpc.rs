@@ -85,7 +85,11 @@ impl<'a> Envelope<'a> {
     }
 
     pub fn kind(&self) -> Result<Kind, FrameError> {
-        match (&self.method, self.id, self.result.is_some() || self.error.is_some()) {
+        match (
+            &self.method,
+            self.id,
+            self.result.is_some() || self.error.is_some(),
+        ) {
             (Some(_), Some(id), false) if id.get() != "null" => Ok(Kind::Request),
             (Some(_), None, false) => Ok(Kind::Notification),
             (None, Some(_), true) => Ok(Kind::Response),
@@ -262,7 +266,12 @@ pub fn error_object(code: i64, message: &str, data: Option<&serde_json::Value>) 
 }
 
 /// An error response frame built from parts.
-pub fn error(id: Option<&str>, code: i64, message: &str, data: Option<&serde_json::Value>) -> Bytes {
+pub fn error(
+    id: Option<&str>,
+    code: i64,
+    message: &str,
+    data: Option<&serde_json::Value>,
+) -> Bytes {
     error_raw(id, &error_object(code, message, data))
 }
 
@@ -277,32 +286,30 @@ pub fn replace_progress_token(params: &RawValue, token: &str) -> Option<String> 
     m.get("progressToken")?;
     let tok = RawValue::from_string(token.to_owned()).ok()?;
     let mut out = BytesMut::with_capacity(params.get().len() + token.len());
-    let meta_fields: Vec<_> = m
-        .0
-        .iter()
-        .map(|(k, v)| {
-            if k == "progressToken" {
-                (k.clone(), &*tok)
-            } else {
-                (k.clone(), *v)
-            }
-        })
-        .collect();
+    let meta_fields: Vec<_> =
+        m.0.iter()
+            .map(|(k, v)| {
+                if k == "progressToken" {
+                    (k.clone(), &*tok)
+                } else {
+                    (k.clone(), *v)
+                }
+            })
+            .collect();
     let mut meta_buf = BytesMut::new();
     write_object(&mut meta_buf, &meta_fields);
     let meta_str = std::str::from_utf8(&meta_buf).ok()?;
     let meta_new = RawValue::from_string(meta_str.to_owned()).ok()?;
-    let fields: Vec<_> = p
-        .0
-        .iter()
-        .map(|(k, v)| {
-            if k == "_meta" {
-                (k.clone(), &*meta_new)
-            } else {
-                (k.clone(), *v)
-            }
-        })
-        .collect();
+    let fields: Vec<_> =
+        p.0.iter()
+            .map(|(k, v)| {
+                if k == "_meta" {
+                    (k.clone(), &*meta_new)
+                } else {
+                    (k.clone(), *v)
+                }
+            })
+            .collect();
     write_object(&mut out, &fields);
     String::from_utf8(out.to_vec()).ok()
 }
@@ -331,7 +338,8 @@ pub fn rewrite_request_params(
         Some(t) => Some(RawValue::from_string(t.to_owned()).ok()?),
         None => None,
     };
-    let mut meta_fields: Vec<(Cow<str>, &RawValue)> = Vec::with_capacity(meta.0.len() + add_meta.len());
+    let mut meta_fields: Vec<(Cow<str>, &RawValue)> =
+        Vec::with_capacity(meta.0.len() + add_meta.len());
     let mut changed = false;
     for (k, v) in meta.0.iter() {
         match (&**k, &tok) {
@@ -410,7 +418,10 @@ pub fn raw_owned(v: &RawValue) -> Box<RawValue> {
 /// Parse an integer-valued raw JSON (`17` or `"17"`) as u64: for ids and tokens the bridge minted.
 pub fn minted_u64(v: &RawValue) -> Option<u64> {
     let s = v.get().trim();
-    let s = s.strip_prefix('"').and_then(|x| x.strip_suffix('"')).unwrap_or(s);
+    let s = s
+        .strip_prefix('"')
+        .and_then(|x| x.strip_suffix('"'))
+        .unwrap_or(s);
     s.parse().ok()
 }
 
@@ -469,10 +480,16 @@ mod tests {
         assert_eq!(out, r#"{"_meta":{"pv":"2026-07-28"}}"#);
         let p = raw(r#"{"name":"x","_meta":{"progressToken":"t"}}"#);
         let out = rewrite_request_params(Some(&p), Some("9"), &[("pv", &v)]).unwrap();
-        assert_eq!(out, r#"{"name":"x","_meta":{"progressToken":9,"pv":"2026-07-28"}}"#);
+        assert_eq!(
+            out,
+            r#"{"name":"x","_meta":{"progressToken":9,"pv":"2026-07-28"}}"#
+        );
         assert_eq!(rewrite_request_params(Some(&p), None, &[]), None);
         let p = raw(r#"{"_meta":{"pv":"x"}}"#);
-        assert_eq!(rewrite_request_params(Some(&p), Some("1"), &[("pv", &v)]), None);
+        assert_eq!(
+            rewrite_request_params(Some(&p), Some("1"), &[("pv", &v)]),
+            None
+        );
     }
 
     #[test]

@@ -1,6 +1,20 @@
 //! mcp-bridge: bridges Model Context Protocol transports (stdio <-> Streamable HTTP) across
 //! protocol eras (2025 sessions, 2026-07-28 stateless).
+//!
+//! Layers: `jsonrpc`, `framing` and `protocol` are pure functions over bytes; `upstream` and
+//! `face` move bytes; `call` is the vocabulary between them; `app` wires a face to an upstream.
 
-pub mod jsonrpc;
+// An HTTP response is the natural early-return of a handler; boxing it buys nothing here.
+#![allow(clippy::result_large_err)]
+
+pub mod app;
+pub mod call;
+pub mod cli;
+pub mod demo;
+pub mod error;
+pub mod face;
 pub mod framing;
+pub mod jsonrpc;
+pub mod metrics;
 pub mod protocol;
+pub mod upstream;

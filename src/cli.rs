@@ -1,0 +1,287 @@
+//! The command line: subcommands, flags, and their translation into validated configuration.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::face::http::HttpConfig;
+use crate::upstream::child::ChildConfig;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "mcp-bridge",
+    version,
+    about = "Bridge MCP transports: publish a stdio server over Streamable HTTP (both protocol eras)"
+)]
+pub struct Cli {
+    /// Log filter for stderr (error, warn, info, debug, trace, or a RUST_LOG-style filter).
+    #[arg(long, global = true, env = "MCP_BRIDGE_LOG", default_value = "info")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Publish a stdio MCP server as a Streamable HTTP endpoint.
+    Serve(Box<ServeArgs>),
+    /// Run the built-in demo MCP server on stdin/stdout (both protocol eras).
+    DemoServer(DemoArgs),
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Isolation {
+    /// All clients share one child process.
+    Shared,
+    /// Each 2025 session gets its own child (2026 clients use the shared one).
+    Session,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum DemoEra {
+    Dual,
+    Legacy,
+    Modern,
+}
+
+impl DemoEra {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DemoEra::Dual => "dual",
+            DemoEra::Legacy => "legacy",
+            DemoEra::Modern => "modern",
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Which protocol era(s) the demo server speaks.
+    #[arg(long, value_enum, default_value = "dual")]
+    pub era: DemoEra,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to bind.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to bind (0 picks a free one; the chosen address is logged).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// The MCP endpoint path.
+    #[arg(long, default_value = "/mcp")]
+    pub path: String,
+    /// Publish the built-in demo server instead of CMD.
+    #[arg(long)]
+    pub demo: bool,
+    /// Era of the built-in demo server (with --demo).
+    #[arg(long, value_enum, default_value = "dual")]
+    pub demo_era: DemoEra,
+    /// Name of the server in logs and metrics.
+    #[arg(long, default_value = "default")]
+    pub name: String,
+    /// Extra environment variable for the child (repeatable).
+    #[arg(short = 'e', long = "env", value_name = "KEY=VALUE", value_parser = parse_kv)]
+    pub env: Vec<(String, String)>,
+    /// Give the child the bridge's whole environment (default: a safe baseline only).
+    #[arg(long)]
+    pub pass_environment: bool,
+    /// Working directory of the child.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    /// Allowed Origin (repeatable): exact origin, `*.example.com`, or `*`. Loopback origins
+    /// are allowed when bound to loopback.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+    /// One child for everyone, or one per 2025 session.
+    #[arg(long, value_enum, default_value = "shared")]
+    pub isolation: Isolation,
+    /// Idle time after which a 2025 session expires.
+    #[arg(long, default_value = "30m", value_parser = parse_duration)]
+    pub session_timeout: Duration,
+    /// Most concurrent 2025 sessions.
+    #[arg(long, default_value_t = 1000)]
+    pub max_sessions: usize,
+    /// Longest a call may run before it is cancelled in the child.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub call_timeout: Duration,
+    /// How long a call waits for a starting or restarting child.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub start_wait: Duration,
+    /// How long the era probe waits for the child's answers.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub probe_timeout: Duration,
+    /// Largest request body (bytes; K/M suffixes, KiB/MiB).
+    #[arg(long, default_value = "16MiB", value_parser = parse_size)]
+    pub max_body: usize,
+    /// Longest line accepted from the child's stdout; longer ones are skipped and counted.
+    #[arg(long, default_value = "16MiB", value_parser = parse_size)]
+    pub max_line: usize,
+    /// On SIGTERM/SIGINT: how long in-flight calls may finish.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+    /// Child shutdown: wait after closing stdin before SIGTERM.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub stdin_grace: Duration,
+    /// Child shutdown: wait after SIGTERM before SIGKILL.
+    #[arg(long, default_value = "3s", value_parser = parse_duration)]
+    pub term_grace: Duration,
+    /// SSE keep-alive comment interval on long streams.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub keepalive: Duration,
+    /// The stdio server to publish: CMD ARGS (after `--`).
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+fn parse_kv(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
+}
+
+/// `250ms`, `10s`, `5m`, `1h`, or bare seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .map_or((s, ""), |i| s.split_at(i));
+    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?}"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "ms" => n / 1000.0,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown duration unit in {s:?} (use ms, s, m, h)")),
+    };
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(format!("not a duration: {s:?}"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// `1024`, `64K`, `64KiB`, `16M`, `16MiB`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (num, unit) = s
+        .find(|c: char| !c.is_ascii_digit())
+        .map_or((s, ""), |i| s.split_at(i));
+    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
+    let mult = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1024,
+        "m" | "mb" | "mib" => 1024 * 1024,
+        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
+        _ => return Err(format!("unknown size unit in {s:?}")),
+    };
+    n.checked_mul(mult)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("size out of range: {s:?}"))
+}
+
+impl ServeArgs {
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::new(self.host, self.port)
+    }
+
+    /// The child to run and the HTTP face's settings.
+    pub fn configs(&self) -> Result<(ChildConfig, HttpConfig), String> {
+        let (command, args) = if self.demo {
+            if !self.command.is_empty() {
+                return Err("give either --demo or a command after --, not both".into());
+            }
+            let exe =
+                std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+            (
+                exe,
+                vec![
+                    "demo-server".into(),
+                    "--era".into(),
+                    self.demo_era.as_str().into(),
+                ],
+            )
+        } else {
+            let Some((cmd, rest)) = self.command.split_first() else {
+                return Err("no server to publish: give --demo or `-- CMD ARGS`".into());
+            };
+            (PathBuf::from(cmd), rest.to_vec())
+        };
+        if !self.path.starts_with('/') {
+            return Err(format!("--path must start with '/': {:?}", self.path));
+        }
+        let child = ChildConfig {
+            name: self.name.clone(),
+            command,
+            args,
+            env: self.env.clone(),
+            pass_environment: self.pass_environment,
+            cwd: self.cwd.clone(),
+            max_line: self.max_line,
+            probe_timeout: self.probe_timeout,
+            stdin_grace: self.stdin_grace,
+            term_grace: self.term_grace,
+            max_backoff: Duration::from_secs(30),
+        };
+        let http = HttpConfig {
+            path: self.path.clone(),
+            allow_origins: self.allow_origin.clone(),
+            loopback_only_host: self.host.is_loopback(),
+            max_body: self.max_body,
+            call_timeout: self.call_timeout,
+            start_wait: self.start_wait,
+            session_idle: self.session_timeout,
+            max_sessions: self.max_sessions.max(1),
+            isolation_session: self.isolation == Isolation::Session,
+            keepalive: self.keepalive.max(Duration::from_millis(100)),
+        };
+        Ok((child, http))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
+        assert!(parse_duration("5y").is_err());
+        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
+        assert_eq!(parse_size("100").unwrap(), 100);
+        assert!(parse_size("0").is_err());
+    }
+
+    #[test]
+    fn serve_parses_like_other_bridges() {
+        let c = Cli::try_parse_from([
+            "mcp-bridge",
+            "serve",
+            "--port",
+            "0",
+            "-e",
+            "A=1",
+            "--allow-origin",
+            "https://x.dev",
+            "--",
+            "node",
+            "server.js",
+            "--flag",
+        ])
+        .unwrap();
+        let Command::Serve(s) = c.command else {
+            panic!()
+        };
+        let s = *s;
+        assert_eq!(s.command, vec!["node", "server.js", "--flag"]);
+        assert_eq!(s.env, vec![("A".into(), "1".into())]);
+        let (child, http) = s.configs().unwrap();
+        assert_eq!(child.args, vec!["server.js", "--flag"]);
+        assert!(http.loopback_only_host);
+    }
+}

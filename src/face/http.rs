@@ -1,0 +1,866 @@
+//! The Streamable HTTP face: accepts connections, guards them (Host, Origin, body size), and
+//! routes each POST to the 2026 stateless path or the 2025 session path; GET opens a 2025
+//! session stream; DELETE ends a session. Health endpoints live here too.
+
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::call::{Call, CallCtx};
+use crate::face::respond::{self, rpc_error, status_only, Body, Responder};
+use crate::face::session::{mint_id, Session, Sessions};
+use crate::framing;
+use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
+use crate::metrics::Metrics;
+use crate::protocol::{self, Era};
+use crate::upstream::child::{ChildConfig, ChildUpstream, UpstreamEvent};
+
+/// How one HTTP face behaves.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub path: String,
+    /// Exact origins allowed besides loopback ones (`*` allows all; `*.example.com` a suffix).
+    pub allow_origins: Vec<String>,
+    /// Check `Host` against loopback names (set when bound to a loopback address).
+    pub loopback_only_host: bool,
+    pub max_body: usize,
+    pub call_timeout: Duration,
+    /// How long a call waits for a (re)starting child.
+    pub start_wait: Duration,
+    pub session_idle: Duration,
+    pub max_sessions: usize,
+    pub isolation_session: bool,
+    pub keepalive: Duration,
+}
+
+/// Shared state of the face.
+pub struct App {
+    pub cfg: HttpConfig,
+    pub server: Arc<str>,
+    pub upstream: ChildUpstream,
+    pub child_cfg: ChildConfig,
+    pub sessions: Sessions,
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when shutdown begins: long-lived streams end, calls may still finish.
+    pub stopping: CancellationToken,
+    /// Cancelled when children must stop (after the drain).
+    pub children: CancellationToken,
+    pub tracker: TaskTracker,
+}
+
+const ROUTE_MCP: &str = "mcp";
+const ROUTE_HEALTH: &str = "health";
+const ROUTE_OTHER: &str = "other";
+
+/// Serve connections from `listener` until `stopping` is cancelled, then drain in-flight
+/// requests for up to `grace` before returning.
+pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    // Session expiry sweeper.
+    {
+        let app = app.clone();
+        app.tracker.clone().spawn(async move {
+            let every = (app.cfg.session_idle / 4)
+                .clamp(Duration::from_millis(200), Duration::from_secs(30));
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(every) => {}
+                    _ = app.stopping.cancelled() => break,
+                }
+                let n = app.sessions.expire(app.cfg.session_idle);
+                if n > 0 {
+                    info!(expired = n, "idle sessions expired");
+                }
+            }
+        });
+    }
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = app.stopping.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app2 = app.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            let app = app2.clone();
+            async move { Ok::<_, std::convert::Infallible>(handle(app, req, peer).await) }
+        });
+        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+        let conn = graceful.watch(conn.into_owned());
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                debug!("connection ended: {e}");
+            }
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => info!("all connections drained"),
+        _ = tokio::time::sleep(grace) => warn!("shutdown grace period over; cancelling remaining calls"),
+    }
+    app.sessions.close_all();
+}
+
+async fn handle(app: Arc<App>, req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let route = if path == app.cfg.path {
+        ROUTE_MCP
+    } else if path == "/healthz" || path == "/readyz" {
+        ROUTE_HEALTH
+    } else {
+        ROUTE_OTHER
+    };
+    let resp = match guard(&app, req.headers()) {
+        Err(r) => r,
+        Ok(()) => match route {
+            ROUTE_MCP => mcp(&app, req).await,
+            ROUTE_HEALTH => health(&app, &path),
+            _ => status_only(StatusCode::NOT_FOUND),
+        },
+    };
+    app.metrics
+        .http_response(route, method.as_str(), resp.status().as_u16());
+    resp
+}
+
+fn health(app: &App, path: &str) -> Response<Body> {
+    if path == "/healthz" {
+        return respond::json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"));
+    }
+    if app.upstream.is_ready() {
+        respond::json(
+            StatusCode::OK,
+            Bytes::from_static(b"{\"status\":\"ready\"}"),
+        )
+    } else {
+        let body = json!({"status": "not ready", "down": [&*app.server]}).to_string();
+        respond::json(StatusCode::SERVICE_UNAVAILABLE, Bytes::from(body))
+    }
+}
+
+/// DNS-rebinding and cross-origin protection.
+fn guard(app: &App, h: &HeaderMap) -> Result<(), Response<Body>> {
+    if app.cfg.loopback_only_host {
+        let host = h
+            .get(header::HOST)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if !host.is_empty() && !is_loopback_host(host) {
+            return Err(rpc_error(
+                StatusCode::FORBIDDEN,
+                None,
+                code::INVALID_REQUEST,
+                "Forbidden: Host header is not a loopback name (DNS rebinding protection)",
+                None,
+            ));
+        }
+    }
+    if let Some(origin) = h.get(header::ORIGIN) {
+        let o = origin.to_str().unwrap_or("");
+        if !origin_allowed(&app.cfg, o) {
+            return Err(rpc_error(
+                StatusCode::FORBIDDEN,
+                None,
+                code::INVALID_REQUEST,
+                "Forbidden: Origin not allowed",
+                None,
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn strip_port(hostport: &str) -> &str {
+    if let Some(rest) = hostport.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("");
+    }
+    hostport.rsplit_once(':').map_or(hostport, |(h, p)| {
+        if p.bytes().all(|b| b.is_ascii_digit()) {
+            h
+        } else {
+            hostport
+        }
+    })
+}
+
+pub fn is_loopback_host(hostport: &str) -> bool {
+    let h = strip_port(hostport).to_ascii_lowercase();
+    h == "localhost" || h == "127.0.0.1" || h == "::1" || h.ends_with(".localhost")
+}
+
+pub fn origin_allowed(cfg: &HttpConfig, origin: &str) -> bool {
+    if origin == "null" {
+        return cfg.allow_origins.iter().any(|a| a == "null");
+    }
+    for a in &cfg.allow_origins {
+        if a == "*" || a.eq_ignore_ascii_case(origin) {
+            return true;
+        }
+        if let Some(suffix) = a.strip_prefix("*.") {
+            let host = origin.split("://").nth(1).map(strip_port).unwrap_or("");
+            if host.len() > suffix.len()
+                && host.ends_with(suffix)
+                && host[..host.len() - suffix.len()].ends_with('.')
+            {
+                return true;
+            }
+        }
+    }
+    // Loopback pages may talk to a loopback bridge.
+    cfg.loopback_only_host
+        && origin
+            .split("://")
+            .nth(1)
+            .map(is_loopback_host)
+            .unwrap_or(false)
+}
+
+fn accepts(h: &HeaderMap) -> (bool, bool) {
+    let Some(a) = h.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
+        return (true, true);
+    };
+    let a = a.to_ascii_lowercase();
+    let any = a.contains("*/*");
+    (
+        any || a.contains("application/json") || a.contains("application/*"),
+        any || a.contains("text/event-stream") || a.contains("text/*"),
+    )
+}
+
+fn header_str<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+async fn mcp(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
+    match *req.method() {
+        Method::POST => post(app, req).await,
+        Method::GET => get_stream(app, req.headers()),
+        Method::DELETE => delete(app, req.headers()),
+        _ => {
+            let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED);
+            r.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            r
+        }
+    }
+}
+
+async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
+    let (parts, body) = req.into_parts();
+    let h = parts.headers;
+    if let Some(ct) = header_str(&h, header::CONTENT_TYPE.as_str()) {
+        if !ct.to_ascii_lowercase().starts_with("application/json") {
+            return rpc_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                None,
+                code::INVALID_REQUEST,
+                "Content-Type must be application/json",
+                None,
+            );
+        }
+    }
+    let (accept_json, accept_sse) = accepts(&h);
+    if !accept_json && !accept_sse {
+        return rpc_error(
+            StatusCode::NOT_ACCEPTABLE,
+            None,
+            code::INVALID_REQUEST,
+            "Accept must include application/json and text/event-stream",
+            None,
+        );
+    }
+    let bytes = match Limited::new(body, app.cfg.max_body).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return rpc_error(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    None,
+                    code::INVALID_REQUEST,
+                    &format!("request body exceeds {} bytes", app.cfg.max_body),
+                    None,
+                );
+            }
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                None,
+                code::PARSE_ERROR,
+                "could not read the request body",
+                None,
+            );
+        }
+    };
+    let env = match Envelope::parse(&bytes) {
+        Ok(e) => e,
+        Err(jsonrpc::FrameError::Batch) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                None,
+                code::INVALID_REQUEST,
+                "JSON-RPC batches are not supported by mcp-bridge: send one message per POST",
+                None,
+            )
+        }
+        Err(jsonrpc::FrameError::Json(e)) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                None,
+                code::PARSE_ERROR,
+                &format!("Parse error: {e}"),
+                None,
+            )
+        }
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                None,
+                code::INVALID_REQUEST,
+                &e.to_string(),
+                None,
+            )
+        }
+    };
+    let kind = match env.kind() {
+        Ok(k) => k,
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                env.id.map(RawValue::get),
+                code::INVALID_REQUEST,
+                &e.to_string(),
+                None,
+            )
+        }
+    };
+    let ctx = PostCtx {
+        headers: &h,
+        env: &env,
+        kind,
+        body: &bytes,
+        accept_json,
+        accept_sse,
+    };
+    let pv_header = header_str(&h, protocol::H_PROTOCOL_VERSION);
+    let method = env.method();
+    if method == "initialize" {
+        return initialize(app, &ctx).await;
+    }
+    let has_modern_meta = kind == Kind::Request
+        && jsonrpc::meta_field(env.params, protocol::META_PROTOCOL_VERSION).is_some();
+    if pv_header == Some(protocol::MODERN) || has_modern_meta {
+        return crate::face::modern::handle(app, &ctx).await;
+    }
+    if let Some(sid) = header_str(&h, protocol::H_SESSION_ID) {
+        return legacy(app, &ctx, sid).await;
+    }
+    if let Some(v) = pv_header {
+        if !protocol::is_legacy_version(v) {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                env.id.map(RawValue::get),
+                code::UNSUPPORTED_PROTOCOL_VERSION,
+                &format!("Unsupported protocol version: {v}"),
+                Some(&json!({"supported": protocol::ALL_VERSIONS, "requested": v})),
+            );
+        }
+    }
+    rpc_error(
+        StatusCode::BAD_REQUEST,
+        env.id.map(RawValue::get),
+        code::INVALID_REQUEST,
+        "Bad Request: Mcp-Session-Id header is required (send initialize first), or send a 2026-07-28 request with _meta",
+        None,
+    )
+}
+
+/// One POST, parsed.
+pub struct PostCtx<'a> {
+    pub headers: &'a HeaderMap,
+    pub env: &'a Envelope<'a>,
+    pub kind: Kind,
+    pub body: &'a Bytes,
+    pub accept_json: bool,
+    pub accept_sse: bool,
+}
+
+impl App {
+    /// Run a call and answer the POST with JSON or SSE.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn run_call(
+        &self,
+        upstream: &ChildUpstream,
+        pc: &PostCtx<'_>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+        ctx: CallCtx,
+        cancel: CancellationToken,
+        session: Option<Arc<Session>>,
+    ) -> Response<Body> {
+        let started = Instant::now();
+        let id = pc.env.id.map(RawValue::get).unwrap_or("null");
+        self.metrics.rpc_request(&self.server, method);
+        let client_era = ctx.client_era;
+        let orig_token = jsonrpc::meta_field(pc.env.params, "progressToken").map(|t| t.to_owned());
+        let call = Call {
+            method: method.to_owned(),
+            params,
+            ctx,
+        };
+        let _inflight = respond::GaugeGuard::new(self.metrics.calls_in_flight().clone());
+        let mut handle = match upstream.call(call, self.cfg.start_wait).await {
+            Ok(h) => h,
+            Err(e) => {
+                self.metrics
+                    .rpc_error(&self.server, method, code::UPSTREAM_UNAVAILABLE, "bridge");
+                return respond::json(
+                    StatusCode::OK,
+                    jsonrpc::error_raw(Some(id), &e.error_object()),
+                );
+            }
+        };
+        let deadline = started + self.cfg.call_timeout;
+        if client_era == Era::Legacy {
+            // A 2025 client's dropped connection is not a cancellation.
+            handle.detach_until(deadline);
+        }
+        let r = Responder {
+            metrics: self.metrics.clone(),
+            server: self.server.clone(),
+            method: method.to_owned(),
+            orig_id: jsonrpc::raw(id),
+            orig_token,
+            client_era,
+            accept_json: pc.accept_json,
+            accept_sse: pc.accept_sse,
+            deadline,
+            timeout: self.cfg.call_timeout,
+            cancel,
+            keepalive: self.cfg.keepalive,
+            server_requests: session.map(|s| s as Arc<dyn respond::ServerRequestSink>),
+            extra_headers: Vec::new(),
+            started,
+        };
+        r.respond(handle).await
+    }
+}
+
+/// `_meta` a 2025 client's calls carry to a 2026 child.
+fn session_meta(params: Option<&RawValue>) -> Vec<(String, Box<RawValue>)> {
+    let f = params.and_then(Fields::parse);
+    let caps = f
+        .as_ref()
+        .and_then(|f| f.get("capabilities"))
+        .map(|c| c.to_owned())
+        .unwrap_or_else(|| jsonrpc::raw("{}"));
+    let mut v = vec![
+        (
+            protocol::META_PROTOCOL_VERSION.to_owned(),
+            jsonrpc::raw(&format!("\"{}\"", protocol::MODERN)),
+        ),
+        (protocol::META_CLIENT_CAPABILITIES.to_owned(), caps),
+    ];
+    if let Some(ci) = f.as_ref().and_then(|f| f.get("clientInfo")) {
+        v.push((protocol::META_CLIENT_INFO.to_owned(), ci.to_owned()));
+    }
+    v
+}
+
+/// The `InitializeResult` the bridge gives a 2025 client, built from what the child said.
+fn initialize_result(info: &crate::upstream::child::UpstreamInfo, version: &str) -> String {
+    let mut out = serde_json::Map::new();
+    out.insert("protocolVersion".into(), json!(version));
+    let src = info
+        .initialize
+        .as_ref()
+        .or(info.discover.as_ref())
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    out.insert(
+        "capabilities".into(),
+        src.get("capabilities")
+            .cloned()
+            .unwrap_or_else(|| json!({})),
+    );
+    let server_info = src
+        .get("serverInfo")
+        .cloned()
+        .or_else(|| {
+            src.get("_meta")
+                .and_then(|m| m.get(protocol::META_SERVER_INFO))
+                .cloned()
+        })
+        .unwrap_or_else(|| json!({"name": "mcp-bridge", "version": env!("CARGO_PKG_VERSION")}));
+    out.insert("serverInfo".into(), server_info);
+    if let Some(i) = src.get("instructions") {
+        out.insert("instructions".into(), i.clone());
+    }
+    serde_json::Value::Object(out).to_string()
+}
+
+async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
+    let id = pc.env.id.map(RawValue::get);
+    if pc.kind != Kind::Request {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            code::INVALID_REQUEST,
+            "initialize must be a request",
+            None,
+        );
+    }
+    if app.sessions.len() >= app.cfg.max_sessions {
+        // Make room by expiring idle ones first.
+        app.sessions.expire(Duration::from_secs(1));
+        if app.sessions.len() >= app.cfg.max_sessions {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                id,
+                code::UPSTREAM_UNAVAILABLE,
+                "too many sessions; try again later",
+                None,
+            );
+        }
+    }
+    let requested = pc.env.params.and_then(Fields::parse).and_then(|f| {
+        f.get("protocolVersion")
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+    });
+    let version = protocol::negotiate_legacy(requested.as_deref());
+    let Some(sid) = mint_id() else {
+        return rpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            id,
+            code::INTERNAL_ERROR,
+            "no randomness for a session id",
+            None,
+        );
+    };
+    let (upstream, owns) = if app.cfg.isolation_session {
+        let u = ChildUpstream::spawn(
+            app.child_cfg.clone(),
+            Some(Arc::from(sid.as_str())),
+            app.metrics.clone(),
+            app.children.child_token(),
+            &app.tracker,
+        );
+        (u, true)
+    } else {
+        (app.upstream.clone(), false)
+    };
+    let info = match upstream.info(app.cfg.start_wait).await {
+        Ok(i) => i,
+        Err(e) => {
+            if owns {
+                upstream.stop();
+            }
+            app.metrics.rpc_error(
+                &app.server,
+                "initialize",
+                code::UPSTREAM_UNAVAILABLE,
+                "bridge",
+            );
+            return respond::json(StatusCode::OK, jsonrpc::error_raw(id, &e.error_object()));
+        }
+    };
+    let session = Arc::new(Session::new(
+        sid.clone(),
+        version.to_owned(),
+        session_meta(pc.env.params),
+        upstream,
+        owns,
+        app.metrics.sessions("2025"),
+    ));
+    app.sessions.insert(session);
+    app.metrics.rpc_request(&app.server, "initialize");
+    info!(session = %&sid[..8], version, "2025 session started");
+    let body = jsonrpc::result(id.unwrap_or("null"), &initialize_result(&info, version));
+    let mut r = if pc.accept_json || !pc.accept_sse {
+        respond::json(StatusCode::OK, body)
+    } else {
+        let mut r = Response::new(respond::full(framing::sse_event(&body)));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r
+    };
+    if let Ok(v) = HeaderValue::from_str(&sid) {
+        r.headers_mut().insert(protocol::H_SESSION_ID, v);
+    }
+    r
+}
+
+fn session_for(app: &App, h: &HeaderMap, id: Option<&str>) -> Result<Arc<Session>, Response<Body>> {
+    let Some(sid) = header_str(h, protocol::H_SESSION_ID) else {
+        return Err(rpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            code::INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required",
+            None,
+        ));
+    };
+    match app.sessions.get(sid) {
+        Some(s) => {
+            s.touch();
+            Ok(s)
+        }
+        None => Err(rpc_error(
+            StatusCode::NOT_FOUND,
+            id,
+            code::INVALID_REQUEST,
+            "Session not found (it expired or was deleted): initialize again",
+            None,
+        )),
+    }
+}
+
+async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> {
+    let id = pc.env.id.map(RawValue::get);
+    let s = match session_for(app, pc.headers, id) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Some(v) = header_str(pc.headers, protocol::H_PROTOCOL_VERSION) {
+        if !protocol::is_legacy_version(v) {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                code::INVALID_REQUEST,
+                &format!("Bad Request: unsupported MCP-Protocol-Version {v}"),
+                Some(&json!({"supported": protocol::LEGACY_VERSIONS, "requested": v})),
+            );
+        }
+    }
+    let method = pc.env.method().to_owned();
+    match pc.kind {
+        Kind::Notification => {
+            match method.as_str() {
+                "notifications/initialized" => {}
+                "notifications/cancelled" => {
+                    let target = jsonrpc_field(pc.env.params, "requestId");
+                    if let Some(t) = target {
+                        if s.cancel_call(&t) {
+                            debug!(request = %t, "client cancelled a call");
+                        }
+                    }
+                }
+                _ => {
+                    let legacy_child = s
+                        .upstream
+                        .info(Duration::ZERO)
+                        .await
+                        .map(|i| i.era == Era::Legacy)
+                        .unwrap_or(false);
+                    if legacy_child {
+                        let _ = s.upstream.send_notification(framing::single_line(pc.body));
+                    }
+                }
+            }
+            status_only(StatusCode::ACCEPTED)
+        }
+        Kind::Response => {
+            let rid = id.unwrap_or("null");
+            if s.take_server_request(rid) {
+                if let Err(e) = s.upstream.send_response(framing::single_line(pc.body)) {
+                    warn!("could not forward the client's answer to the child: {e}");
+                }
+            } else {
+                app.metrics.dropped("unknown_id");
+                debug!(
+                    id = rid,
+                    "client answered a request the bridge did not send it; dropped"
+                );
+            }
+            status_only(StatusCode::ACCEPTED)
+        }
+        Kind::Request => {
+            let rid = id.unwrap_or("null");
+            if method == "ping" {
+                return respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"));
+            }
+            let child_era = s
+                .upstream
+                .info(app.cfg.start_wait)
+                .await
+                .map(|i| i.era)
+                .unwrap_or(Era::Legacy);
+            if child_era == Era::Modern {
+                match method.as_str() {
+                    "logging/setLevel" => {
+                        return respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"))
+                    }
+                    "resources/subscribe" | "resources/unsubscribe" => {
+                        return rpc_error(
+                            StatusCode::OK,
+                            Some(rid),
+                            code::METHOD_NOT_FOUND,
+                            "resource subscriptions to a 2026-era server are not bridged yet",
+                            None,
+                        )
+                    }
+                    _ => {}
+                }
+            }
+            let ctx = CallCtx {
+                client_era: Era::Legacy,
+                stamp_meta: s.stamp_meta.clone(),
+                session: Some(s.id.clone()),
+                accepts_server_requests: pc.accept_sse,
+            };
+            let cancel = s.begin_call(rid);
+            let params = pc.env.params.map(|p| p.to_owned());
+            let upstream = s.upstream.clone();
+            let r = app
+                .run_call(&upstream, pc, &method, params, ctx, cancel, Some(s.clone()))
+                .await;
+            s.end_call(rid);
+            r
+        }
+    }
+}
+
+/// A top-level params field as raw JSON text.
+fn jsonrpc_field(params: Option<&RawValue>, key: &str) -> Option<String> {
+    Fields::parse(params?)?.get(key).map(|v| v.get().to_owned())
+}
+
+fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
+    let (_, sse) = accepts(h);
+    if !sse {
+        return status_only(StatusCode::NOT_ACCEPTABLE);
+    }
+    if header_str(h, protocol::H_SESSION_ID).is_none() {
+        // A 2026 client (or none): there is no GET stream in 2026-07-28.
+        let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED);
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
+    let s = match session_for(app, h, None) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if s.get_stream_open.swap(true, Ordering::AcqRel) {
+        return rpc_error(
+            StatusCode::CONFLICT,
+            None,
+            code::INVALID_REQUEST,
+            "Conflict: this session already has a GET stream open",
+            None,
+        );
+    }
+    let rx = s.upstream.subscribe();
+    struct St {
+        s: Arc<Session>,
+        rx: tokio::sync::broadcast::Receiver<UpstreamEvent>,
+        stopping: CancellationToken,
+        keepalive: Duration,
+        _g: respond::GaugeGuard,
+    }
+    impl Drop for St {
+        fn drop(&mut self) {
+            self.s.get_stream_open.store(false, Ordering::Release);
+            self.s.touch();
+        }
+    }
+    let st = St {
+        s,
+        rx,
+        stopping: app.stopping.clone(),
+        keepalive: app.cfg.keepalive,
+        _g: respond::GaugeGuard::new(app.metrics.sse_streams().clone()),
+    };
+    let stream = futures_util::stream::unfold(st, |mut st| async move {
+        loop {
+            let ev = tokio::select! {
+                ev = st.rx.recv() => ev,
+                _ = tokio::time::sleep(st.keepalive) => {
+                    st.s.touch();
+                    return Some((Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from_static(framing::SSE_KEEPALIVE))), st));
+                }
+                _ = st.s.closed.cancelled() => return None,
+                _ = st.stopping.cancelled() => return None,
+            };
+            match ev {
+                Ok(UpstreamEvent::Notification(f)) => {
+                    return Some((Ok(hyper::body::Frame::data(framing::sse_event(&f))), st));
+                }
+                Ok(UpstreamEvent::ServerRequest { session, frame }) if session == st.s.id => {
+                    if let Ok(env) = Envelope::parse(&frame) {
+                        if let Some(id) = env.id {
+                            respond::ServerRequestSink::register(&*st.s, id);
+                        }
+                    }
+                    return Some((Ok(hyper::body::Frame::data(framing::sse_event(&frame))), st));
+                }
+                Ok(_) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                    warn!(lost = n, "GET stream fell behind; notifications lost");
+                    continue;
+                }
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    });
+    let mut r = Response::new(BodyExt::boxed_unsync(http_body_util::StreamBody::new(
+        stream,
+    )));
+    let hm = r.headers_mut();
+    hm.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    hm.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    hm.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
+fn delete(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
+    let Some(sid) = header_str(h, protocol::H_SESSION_ID) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            code::INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required",
+            None,
+        );
+    };
+    match app.sessions.remove(sid) {
+        Some(_) => {
+            info!(session = %sid.get(..8).unwrap_or(sid), "session deleted by the client");
+            status_only(StatusCode::OK)
+        }
+        None => rpc_error(
+            StatusCode::NOT_FOUND,
+            None,
+            code::INVALID_REQUEST,
+            "Session not found",
+            None,
+        ),
+    }
+}

@@ -1,0 +1,6 @@
+//! Faces: where the peer that asks connects. Today: the Streamable HTTP server face.
+
+pub mod http;
+pub mod modern;
+pub mod respond;
+pub mod session;

@@ -1,0 +1,439 @@
+//! The 2026-07-28 stateless path of the HTTP face: validate the request's headers against its
+//! body and its required `_meta`, answer `server/discover` for 2025 children, forward the rest.
+
+use http::{HeaderMap, Response, StatusCode};
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::call::CallCtx;
+use crate::face::http::{App, PostCtx};
+use crate::face::respond::{self, rpc_error, status_only, Body};
+use crate::jsonrpc::{self, code, Fields, Kind};
+use crate::protocol::{self, Era};
+
+/// Why a 2026 request is rejected before it reaches the upstream.
+#[derive(Debug, PartialEq)]
+pub struct Reject {
+    pub status: StatusCode,
+    pub code: i64,
+    pub message: String,
+    pub data: Option<serde_json::Value>,
+}
+
+fn mismatch(msg: String) -> Reject {
+    Reject {
+        status: StatusCode::BAD_REQUEST,
+        code: code::HEADER_MISMATCH,
+        message: msg,
+        data: None,
+    }
+}
+
+fn invalid_params(msg: String) -> Reject {
+    Reject {
+        status: StatusCode::BAD_REQUEST,
+        code: code::INVALID_PARAMS,
+        message: msg,
+        data: None,
+    }
+}
+
+/// Read a header; `Err` when present but not visible ASCII.
+fn header<'h>(h: &'h HeaderMap, name: &str) -> Result<Option<&'h str>, Reject> {
+    match h.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| mismatch(format!("header {name} has invalid characters"))),
+    }
+}
+
+/// Check a 2026 request's headers and `_meta`. `tool_headers` gives a tool's `x-mcp-header`
+/// annotations as (lowercase header name, argument property).
+pub fn validate(
+    h: &HeaderMap,
+    method: &str,
+    params: Option<&RawValue>,
+    tool_headers: &dyn Fn(&str) -> Vec<(String, String)>,
+) -> Result<(), Reject> {
+    let pf = params.and_then(Fields::parse);
+    let meta = pf
+        .as_ref()
+        .and_then(|f| f.get("_meta"))
+        .and_then(Fields::parse);
+    let header_pv = header(h, protocol::H_PROTOCOL_VERSION)?;
+    let body_pv = meta
+        .as_ref()
+        .and_then(|m| m.get(protocol::META_PROTOCOL_VERSION))
+        .map(|v| serde_json::from_str::<String>(v.get()));
+    let body_pv = match body_pv {
+        None => {
+            return Err(invalid_params(format!(
+                "missing required params._meta[\"{}\"]",
+                protocol::META_PROTOCOL_VERSION
+            )))
+        }
+        Some(Err(_)) => {
+            return Err(invalid_params(format!(
+                "params._meta[\"{}\"] must be a string",
+                protocol::META_PROTOCOL_VERSION
+            )))
+        }
+        Some(Ok(v)) => v,
+    };
+    match header_pv {
+        None => {
+            return Err(mismatch(
+                "missing required MCP-Protocol-Version header".into(),
+            ))
+        }
+        Some(hv) if hv != body_pv => {
+            return Err(mismatch(format!(
+                "MCP-Protocol-Version header ({hv}) does not match params._meta protocolVersion ({body_pv})"
+            )))
+        }
+        _ => {}
+    }
+    if body_pv != protocol::MODERN {
+        return Err(Reject {
+            status: StatusCode::BAD_REQUEST,
+            code: code::UNSUPPORTED_PROTOCOL_VERSION,
+            message: format!("Unsupported protocol version: {body_pv}"),
+            data: Some(json!({"supported": [protocol::MODERN], "requested": body_pv})),
+        });
+    }
+    if !meta
+        .as_ref()
+        .is_some_and(|m| m.has(protocol::META_CLIENT_CAPABILITIES))
+    {
+        return Err(invalid_params(format!(
+            "missing required params._meta[\"{}\"]",
+            protocol::META_CLIENT_CAPABILITIES
+        )));
+    }
+    match header(h, protocol::H_METHOD)? {
+        None => return Err(mismatch("missing required Mcp-Method header".into())),
+        Some(m) if m != method => {
+            return Err(mismatch(format!(
+                "Mcp-Method header ({m}) does not match the body's method ({method})"
+            )))
+        }
+        _ => {}
+    }
+    if let Some(field) = protocol::name_field(method) {
+        let body_name = pf
+            .as_ref()
+            .and_then(|f| f.get(field))
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+        let Some(body_name) = body_name else {
+            return Err(invalid_params(format!(
+                "params.{field} is required for {method}"
+            )));
+        };
+        let Some(hv) = header(h, protocol::H_NAME)? else {
+            return Err(mismatch(format!(
+                "missing required Mcp-Name header for {method}"
+            )));
+        };
+        let decoded = protocol::decode_header_value(hv)
+            .ok_or_else(|| mismatch("Mcp-Name header has an invalid base64 value".into()))?;
+        if decoded != body_name {
+            return Err(mismatch(format!(
+                "Mcp-Name header does not match params.{field}"
+            )));
+        }
+        if method == "tools/call" {
+            let args = pf
+                .as_ref()
+                .and_then(|f| f.get("arguments"))
+                .and_then(Fields::parse);
+            for (hname, prop) in tool_headers(&body_name) {
+                let full = format!("{}{}", protocol::H_PARAM_PREFIX, hname);
+                let body_v = args
+                    .as_ref()
+                    .and_then(|a| a.get(&prop))
+                    .filter(|v| v.get() != "null");
+                let hv = header(h, &full)?;
+                match (body_v, hv) {
+                    (None, None) => {}
+                    (Some(_), None) => {
+                        return Err(mismatch(format!(
+                            "missing required Mcp-Param-{hname} header (argument {prop})"
+                        )))
+                    }
+                    (None, Some(_)) => {
+                        return Err(mismatch(format!(
+                            "Mcp-Param-{hname} header present but argument {prop} is absent"
+                        )))
+                    }
+                    (Some(bv), Some(hv)) => {
+                        let ok = protocol::decode_header_value(hv)
+                            .map(|d| protocol::header_matches_json(&d, bv))
+                            .unwrap_or(false);
+                        if !ok {
+                            return Err(mismatch(format!(
+                                "Mcp-Param-{hname} header does not match argument {prop}"
+                            )));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
+    let id = pc.env.id.map(RawValue::get);
+    match pc.kind {
+        // 2026 clients send no notifications over HTTP; accept and ignore (A6).
+        Kind::Notification => return status_only(StatusCode::ACCEPTED),
+        Kind::Response => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                code::INVALID_REQUEST,
+                "2026-07-28 clients do not send responses",
+                None,
+            )
+        }
+        Kind::Request => {}
+    }
+    let method = pc.env.method();
+    let upstream = app.upstream.clone();
+    let th = |tool: &str| upstream.tool_headers(tool);
+    if let Err(r) = validate(pc.headers, method, pc.env.params, &th) {
+        app.metrics.rpc_error(&app.server, method, r.code, "bridge");
+        return rpc_error(r.status, id, r.code, &r.message, r.data.as_ref());
+    }
+    let info = match app.upstream.info(app.cfg.start_wait).await {
+        Ok(i) => i,
+        Err(e) => {
+            app.metrics
+                .rpc_error(&app.server, method, code::UPSTREAM_UNAVAILABLE, "bridge");
+            return respond::json(StatusCode::OK, jsonrpc::error_raw(id, &e.error_object()));
+        }
+    };
+    let rid = id.unwrap_or("null");
+    if info.era == Era::Legacy {
+        match method {
+            "server/discover" => {
+                app.metrics.rpc_request(&app.server, method);
+                return respond::json(StatusCode::OK, jsonrpc::result(rid, &discover_from(&info)));
+            }
+            "ping" => {
+                return respond::json(
+                    StatusCode::OK,
+                    jsonrpc::result(rid, "{\"resultType\":\"complete\"}"),
+                )
+            }
+            "subscriptions/listen" => {
+                return rpc_error(
+                    StatusCode::OK,
+                    Some(rid),
+                    code::METHOD_NOT_FOUND,
+                    "subscriptions/listen to a 2025-era server is not bridged yet",
+                    None,
+                )
+            }
+            _ => {}
+        }
+    }
+    let params = pc.env.params.map(|p| p.to_owned());
+    app.run_call(
+        &app.upstream,
+        pc,
+        method,
+        params,
+        CallCtx::modern(),
+        app.children.child_token(),
+        None,
+    )
+    .await
+}
+
+/// A `DiscoverResult` built from a 2025 child's `InitializeResult`.
+pub fn discover_from(info: &crate::upstream::child::UpstreamInfo) -> String {
+    let init = info
+        .initialize
+        .as_ref()
+        .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+        .unwrap_or_else(|| json!({}));
+    let mut caps = init
+        .get("capabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    if let Some(o) = caps.as_object_mut() {
+        o.remove("tasks");
+    }
+    let mut out = json!({
+        "resultType": "complete",
+        "supportedVersions": [protocol::MODERN],
+        "capabilities": caps,
+        "ttlMs": 0,
+        "cacheScope": "private",
+    });
+    if let Some(i) = init.get("instructions") {
+        out["instructions"] = i.clone();
+    }
+    if let Some(si) = init.get("serverInfo") {
+        out["_meta"] = json!({ protocol::META_SERVER_INFO: si });
+    }
+    out.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hm(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                http::HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        h
+    }
+
+    const META: &str = r#""_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+
+    fn no_tools(_: &str) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    fn region(_: &str) -> Vec<(String, String)> {
+        vec![("region".into(), "region".into())]
+    }
+
+    #[test]
+    fn matrix() {
+        let p = jsonrpc::raw(&format!(
+            r#"{{"name":"lookup","arguments":{{"region":"eu"}},{META}}}"#
+        ));
+        let ok = hm(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "lookup"),
+            ("mcp-param-region", "eu"),
+        ]);
+        assert_eq!(validate(&ok, "tools/call", Some(&p), &region), Ok(()));
+        // base64 form of the name
+        let b64 = hm(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "=?base64?bG9va3Vw?="),
+            ("mcp-param-region", "eu"),
+        ]);
+        assert_eq!(validate(&b64, "tools/call", Some(&p), &region), Ok(()));
+        let cases: Vec<(Vec<(&str, &str)>, i64)> = vec![
+            (
+                vec![
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "lookup"),
+                    ("mcp-param-region", "eu"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-name", "lookup"),
+                    ("mcp-param-region", "eu"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/list"),
+                    ("mcp-name", "lookup"),
+                    ("mcp-param-region", "eu"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-param-region", "eu"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "other"),
+                    ("mcp-param-region", "eu"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "lookup"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", "2026-07-28"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "lookup"),
+                    ("mcp-param-region", "us"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+            (
+                vec![
+                    ("mcp-protocol-version", "2025-11-25"),
+                    ("mcp-method", "tools/call"),
+                    ("mcp-name", "lookup"),
+                    ("mcp-param-region", "eu"),
+                ],
+                code::HEADER_MISMATCH,
+            ),
+        ];
+        for (headers, want) in cases {
+            let r = validate(&hm(&headers), "tools/call", Some(&p), &region).unwrap_err();
+            assert_eq!(r.code, want, "{headers:?}");
+            assert_eq!(r.status, StatusCode::BAD_REQUEST);
+        }
+        // missing _meta → -32602
+        let bare = jsonrpc::raw(r#"{"name":"lookup"}"#);
+        assert_eq!(
+            validate(&ok, "tools/call", Some(&bare), &no_tools)
+                .unwrap_err()
+                .code,
+            code::INVALID_PARAMS
+        );
+        // unsupported version
+        let old = jsonrpc::raw(
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01","io.modelcontextprotocol/clientCapabilities":{}}}"#,
+        );
+        let h = hm(&[
+            ("mcp-protocol-version", "2099-01-01"),
+            ("mcp-method", "tools/list"),
+        ]);
+        let r = validate(&h, "tools/list", Some(&old), &no_tools).unwrap_err();
+        assert_eq!(r.code, code::UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(r.data.unwrap()["requested"], "2099-01-01");
+        // missing capabilities
+        let nocaps =
+            jsonrpc::raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#);
+        let h = hm(&[
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/list"),
+        ]);
+        assert_eq!(
+            validate(&h, "tools/list", Some(&nocaps), &no_tools)
+                .unwrap_err()
+                .code,
+            code::INVALID_PARAMS
+        );
+    }
+}

@@ -1,0 +1,176 @@
+//! 2025-era sessions of the HTTP face: minting ids, the per-session state (negotiated version,
+//! the `_meta` stamped on its calls, calls in flight, requests the child asked of it), expiry.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::face::respond::ServerRequestSink;
+use crate::upstream::child::ChildUpstream;
+
+pub struct Session {
+    pub id: Arc<str>,
+    /// The protocol version negotiated with the client.
+    pub version: String,
+    /// `_meta` for calls to a 2026-era child on this session's behalf.
+    pub stamp_meta: Arc<Vec<(String, Box<RawValue>)>>,
+    pub upstream: ChildUpstream,
+    /// Does this session own its child (`--isolation session`)?
+    pub owns_child: bool,
+    last_seen: Mutex<Instant>,
+    /// Client request id (raw JSON) → cancel token, for `notifications/cancelled`.
+    inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// Ids (raw JSON) of requests the child sent this session and that await an answer.
+    server_requests: Mutex<HashSet<String>>,
+    pub get_stream_open: AtomicBool,
+    /// Cancelled when the session ends (DELETE, expiry, shutdown).
+    pub closed: CancellationToken,
+    _gauge: crate::face::respond::GaugeGuard,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A session id: 32 bytes from the OS CSPRNG, hex (visible ASCII).
+pub fn mint_id() -> Option<String> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).ok()?;
+    let mut s = String::with_capacity(64);
+    for x in b {
+        s.push_str(&format!("{x:02x}"));
+    }
+    Some(s)
+}
+
+impl Session {
+    pub fn new(
+        id: String,
+        version: String,
+        stamp_meta: Vec<(String, Box<RawValue>)>,
+        upstream: ChildUpstream,
+        owns_child: bool,
+        gauge: prometheus::IntGauge,
+    ) -> Self {
+        Self {
+            id: Arc::from(id),
+            version,
+            stamp_meta: Arc::new(stamp_meta),
+            upstream,
+            owns_child,
+            last_seen: Mutex::new(Instant::now()),
+            inflight: Mutex::new(HashMap::new()),
+            server_requests: Mutex::new(HashSet::new()),
+            get_stream_open: AtomicBool::new(false),
+            closed: CancellationToken::new(),
+            _gauge: crate::face::respond::GaugeGuard::new(gauge),
+        }
+    }
+
+    pub fn touch(&self) {
+        *lock(&self.last_seen) = Instant::now();
+    }
+
+    pub fn idle_for(&self) -> Duration {
+        if !lock(&self.inflight).is_empty() || self.get_stream_open.load(Ordering::Relaxed) {
+            return Duration::ZERO;
+        }
+        lock(&self.last_seen).elapsed()
+    }
+
+    /// Track a call so a later `notifications/cancelled` can reach it.
+    pub fn begin_call(&self, client_id: &str) -> CancellationToken {
+        let t = self.closed.child_token();
+        lock(&self.inflight).insert(client_id.to_owned(), t.clone());
+        t
+    }
+
+    pub fn end_call(&self, client_id: &str) {
+        lock(&self.inflight).remove(client_id);
+        self.touch();
+    }
+
+    /// Cancel the call the client knows by `client_id`. Returns whether one was found.
+    pub fn cancel_call(&self, client_id: &str) -> bool {
+        match lock(&self.inflight).remove(client_id) {
+            Some(t) => {
+                t.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Was this id asked of this session (and not yet answered)? Consumes it.
+    pub fn take_server_request(&self, id: &str) -> bool {
+        lock(&self.server_requests).remove(id)
+    }
+
+    /// End the session: cancel its calls and streams, stop its own child.
+    pub fn close(&self) {
+        self.closed.cancel();
+        if self.owns_child {
+            self.upstream.stop();
+        }
+    }
+}
+
+impl ServerRequestSink for Session {
+    fn register(&self, child_id: &RawValue) {
+        let mut g = lock(&self.server_requests);
+        // Bounded: a client that never answers cannot grow this without end.
+        if g.len() < 10_000 {
+            g.insert(child_id.get().to_owned());
+        }
+    }
+}
+
+/// All sessions of one HTTP face.
+#[derive(Default)]
+pub struct Sessions {
+    map: Mutex<HashMap<Arc<str>, Arc<Session>>>,
+}
+
+impl Sessions {
+    pub fn get(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.map).get(id).cloned()
+    }
+    pub fn len(&self) -> usize {
+        lock(&self.map).len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn insert(&self, s: Arc<Session>) {
+        lock(&self.map).insert(s.id.clone(), s);
+    }
+    pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
+        let s = lock(&self.map).remove(id);
+        if let Some(s) = &s {
+            s.close();
+        }
+        s
+    }
+    /// Remove sessions idle longer than `idle`; returns how many.
+    pub fn expire(&self, idle: Duration) -> usize {
+        let expired: Vec<Arc<str>> = lock(&self.map)
+            .iter()
+            .filter(|(_, s)| s.idle_for() > idle)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for id in &expired {
+            self.remove(id);
+        }
+        expired.len()
+    }
+    pub fn close_all(&self) {
+        let all: Vec<Arc<Session>> = lock(&self.map).drain().map(|(_, s)| s).collect();
+        for s in all {
+            s.close();
+        }
+    }
+}

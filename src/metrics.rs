@@ -1,0 +1,261 @@
+//! Prometheus metrics behind typed methods. Labels come only from bounded sets: methods outside
+//! the known list become `other`; peers' free text never becomes a label.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/read",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+    "notifications/cancelled",
+    "notifications/initialized",
+    "notifications/progress",
+    "sampling/createMessage",
+    "elicitation/create",
+    "roots/list",
+];
+
+/// A bounded label for a method name.
+pub fn method_label(m: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .copied()
+        .find(|k| *k == m)
+        .unwrap_or("other")
+}
+
+pub struct Metrics {
+    pub registry: Registry,
+    http_responses: IntCounterVec,
+    rpc_requests: IntCounterVec,
+    rpc_errors: IntCounterVec,
+    tool_results: IntCounterVec,
+    latency: HistogramVec,
+    cancellations: IntCounterVec,
+    dropped_frames: IntCounterVec,
+    child_starts: IntCounterVec,
+    child_exits: IntCounterVec,
+    upstream_up: IntGaugeVec,
+    calls_in_flight: IntGauge,
+    sse_streams: IntGauge,
+    sessions: IntGaugeVec,
+}
+
+fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help).namespace("mcp_bridge"), labels)
+        .unwrap_or_else(|e| panic!("metric {name} is malformed: {e}"));
+    let _ = r.register(Box::new(c.clone()));
+    c
+}
+
+impl Metrics {
+    /// Builds every family. The definitions are constants, so a failure here is a programming
+    /// error caught by the unit test below, never something input can reach.
+    pub fn new() -> Self {
+        let r = Registry::new();
+        let latency = HistogramVec::new(
+            HistogramOpts::new("request_duration_seconds", "Time to the final response")
+                .namespace("mcp_bridge")
+                .buckets(vec![
+                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+                ]),
+            &["server", "method"],
+        )
+        .unwrap_or_else(|e| panic!("latency histogram: {e}"));
+        let _ = r.register(Box::new(latency.clone()));
+        let gauge = |name: &str, help: &str| {
+            let g = IntGauge::with_opts(Opts::new(name, help).namespace("mcp_bridge"))
+                .unwrap_or_else(|e| panic!("gauge {name}: {e}"));
+            let _ = r.register(Box::new(g.clone()));
+            g
+        };
+        let gauge_vec = |name: &str, help: &str, labels: &[&str]| {
+            let g = IntGaugeVec::new(Opts::new(name, help).namespace("mcp_bridge"), labels)
+                .unwrap_or_else(|e| panic!("gauge {name}: {e}"));
+            let _ = r.register(Box::new(g.clone()));
+            g
+        };
+        Self {
+            http_responses: counter(
+                &r,
+                "http_responses_total",
+                "HTTP responses by route, method and status",
+                &["route", "method", "status"],
+            ),
+            rpc_requests: counter(
+                &r,
+                "jsonrpc_requests_total",
+                "JSON-RPC requests by server and method",
+                &["server", "method"],
+            ),
+            rpc_errors: counter(
+                &r,
+                "jsonrpc_errors_total",
+                "JSON-RPC error responses by server, method, code and source (upstream|bridge)",
+                &["server", "method", "code", "source"],
+            ),
+            tool_results: counter(
+                &r,
+                "tool_results_total",
+                "tools/call results by server and isError",
+                &["server", "is_error"],
+            ),
+            cancellations: counter(
+                &r,
+                "cancellations_total",
+                "Calls cancelled, by cause",
+                &["cause"],
+            ),
+            dropped_frames: counter(
+                &r,
+                "dropped_frames_total",
+                "Frames dropped, by reason",
+                &["reason"],
+            ),
+            child_starts: counter(
+                &r,
+                "child_starts_total",
+                "Child processes started",
+                &["server"],
+            ),
+            child_exits: counter(
+                &r,
+                "child_exits_total",
+                "Child processes exited, by reason",
+                &["server", "reason"],
+            ),
+            upstream_up: gauge_vec("upstream_up", "1 while the upstream is ready", &["server"]),
+            calls_in_flight: gauge("calls_in_flight", "Calls waiting for their final response"),
+            sse_streams: gauge("sse_streams_open", "Open SSE response streams"),
+            sessions: gauge_vec("sessions_active", "Active 2025-era sessions", &["era"]),
+            latency,
+            registry: r,
+        }
+    }
+
+    pub fn http_response(&self, route: &'static str, method: &str, status: u16) {
+        let m = match method {
+            "GET" => "GET",
+            "POST" => "POST",
+            "DELETE" => "DELETE",
+            "OPTIONS" => "OPTIONS",
+            _ => "other",
+        };
+        self.http_responses
+            .with_label_values(&[route, m, itoa_status(status)])
+            .inc();
+    }
+    pub fn rpc_request(&self, server: &str, method: &str) {
+        self.rpc_requests
+            .with_label_values(&[server, method_label(method)])
+            .inc();
+    }
+    pub fn rpc_error(&self, server: &str, method: &str, code: i64, source: &'static str) {
+        let c = code.to_string();
+        self.rpc_errors
+            .with_label_values(&[server, method_label(method), &c, source])
+            .inc();
+    }
+    pub fn tool_result(&self, server: &str, is_error: bool) {
+        self.tool_results
+            .with_label_values(&[server, if is_error { "true" } else { "false" }])
+            .inc();
+    }
+    pub fn latency(&self, server: &str, method: &str, secs: f64) {
+        self.latency
+            .with_label_values(&[server, method_label(method)])
+            .observe(secs);
+    }
+    pub fn cancelled(&self, cause: &'static str) {
+        self.cancellations.with_label_values(&[cause]).inc();
+    }
+    pub fn dropped(&self, reason: &'static str) {
+        self.dropped_frames.with_label_values(&[reason]).inc();
+    }
+    pub fn dropped_count(&self, reason: &'static str) -> u64 {
+        self.dropped_frames.with_label_values(&[reason]).get()
+    }
+    pub fn child_started(&self, server: &str) {
+        self.child_starts.with_label_values(&[server]).inc();
+    }
+    pub fn child_exited(&self, server: &str, reason: &'static str) {
+        self.child_exits.with_label_values(&[server, reason]).inc();
+    }
+    pub fn set_up(&self, server: &str, up: bool) {
+        self.upstream_up
+            .with_label_values(&[server])
+            .set(i64::from(up));
+    }
+    pub fn calls_in_flight(&self) -> &IntGauge {
+        &self.calls_in_flight
+    }
+    pub fn sse_streams(&self) -> &IntGauge {
+        &self.sse_streams
+    }
+    pub fn sessions(&self, era: &'static str) -> prometheus::IntGauge {
+        self.sessions.with_label_values(&[era])
+    }
+
+    /// The text exposition format.
+    pub fn render(&self) -> Vec<u8> {
+        let mut buf = Vec::new();
+        let _ = TextEncoder::new().encode(&self.registry.gather(), &mut buf);
+        buf
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn itoa_status(s: u16) -> &'static str {
+    match s {
+        200 => "200",
+        202 => "202",
+        204 => "204",
+        400 => "400",
+        401 => "401",
+        403 => "403",
+        404 => "404",
+        405 => "405",
+        406 => "406",
+        409 => "409",
+        413 => "413",
+        415 => "415",
+        421 => "421",
+        500 => "500",
+        503 => "503",
+        _ => "other",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn builds_and_renders() {
+        let m = super::Metrics::new();
+        m.dropped("oversize");
+        m.rpc_error("default", "tools/call", -32602, "upstream");
+        let text = String::from_utf8(m.render()).unwrap();
+        assert!(text.contains("mcp_bridge_dropped_frames_total{reason=\"oversize\"} 1"));
+        assert_eq!(super::method_label("x/y"), "other");
+    }
+}

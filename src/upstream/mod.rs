@@ -1,0 +1,3 @@
+//! Upstreams: the peers that answer. Today: a supervised stdio child process.
+
+pub mod child;
