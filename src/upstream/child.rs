@@ -844,6 +844,24 @@ impl ChildUpstream {
             self.inner.metrics.dropped("unknown_id");
             return;
         }
+        // A 2025 child's log message is not tied to a request; when exactly one 2025 caller
+        // has a call in flight it is that call's, and goes on its stream.
+        if method == "notifications/message" {
+            let g = lock(&proc.pending);
+            let mut callers = g.values().filter(|p| p.sinks.is_some());
+            if let (Some(p), None) = (callers.next(), callers.next()) {
+                if let (Some(s), true) = (&p.sinks, p.accepts_server_requests) {
+                    let ev = CallEvent::Notification {
+                        method: method.to_owned(),
+                        params: env.params.map(|p| p.to_owned()),
+                    };
+                    if s.events.try_send(ev).is_err() {
+                        self.inner.metrics.dropped("slow_consumer");
+                    }
+                    return;
+                }
+            }
+        }
         let _ = self
             .inner
             .events
