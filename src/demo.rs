@@ -108,14 +108,164 @@ impl FromStr for Era {
 
 /// Blocking entry for the `demo-server` subcommand: builds a tokio
 /// current-thread runtime and serves MCP on stdin/stdout until stdin closes.
+///
+/// When stdin/stdout are pipes (the normal case for a spawned child) they
+/// are driven by the reactor directly instead of through tokio's
+/// blocking-pool stdio, which cuts per-message latency by an order of
+/// magnitude; blocking mode is restored on exit.
+///
+/// May be called from inside another tokio runtime: the server then runs on
+/// a thread of its own (the caller's thread blocks until it returns).
 pub fn main_with_era(era: Era) -> io::Result<()> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return std::thread::scope(|s| s.spawn(|| run_stdio(era)).join())
+            .unwrap_or_else(|_| Err(io::Error::other("demo server thread panicked")));
+    }
+    run_stdio(era)
+}
+
+fn run_stdio(era: Era) -> io::Result<()> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let result = rt.block_on(serve(tokio::io::stdin(), tokio::io::stdout(), era));
+    let result = rt.block_on(async {
+        let (input, output) = stdio::open();
+        let result = serve(input, output, era).await;
+        stdio::restore();
+        result
+    });
     // A stdin read may still sit in the blocking pool; do not wait for it.
     rt.shutdown_timeout(Duration::from_millis(100));
     result
+}
+
+/// Process stdin/stdout as async streams.
+mod stdio {
+    use std::io;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+    pub(super) enum Input {
+        #[cfg(unix)]
+        Pipe(tokio::net::unix::pipe::Receiver),
+        Std(tokio::io::Stdin),
+    }
+
+    pub(super) enum Output {
+        #[cfg(unix)]
+        Pipe(tokio::net::unix::pipe::Sender),
+        Std(tokio::io::Stdout),
+    }
+
+    /// Reactor-driven pipes when both ends are pipes, tokio's stdio otherwise.
+    /// Must be called inside the runtime.
+    #[cfg(unix)]
+    pub(super) fn open() -> (Input, Output) {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+
+        let pipes = io::stdin()
+            .as_fd()
+            .try_clone_to_owned()
+            .and_then(pipe::Receiver::from_owned_fd)
+            .and_then(|rx| {
+                let tx = io::stdout()
+                    .as_fd()
+                    .try_clone_to_owned()
+                    .and_then(pipe::Sender::from_owned_fd);
+                match tx {
+                    Ok(tx) => Ok((rx, tx)),
+                    Err(e) => {
+                        // Undo O_NONBLOCK on stdin before falling back.
+                        let _ = rx.into_blocking_fd();
+                        Err(e)
+                    }
+                }
+            });
+        match pipes {
+            Ok((rx, tx)) => (Input::Pipe(rx), Output::Pipe(tx)),
+            Err(_) => (
+                Input::Std(tokio::io::stdin()),
+                Output::Std(tokio::io::stdout()),
+            ),
+        }
+    }
+
+    #[cfg(not(unix))]
+    pub(super) fn open() -> (Input, Output) {
+        (
+            Input::Std(tokio::io::stdin()),
+            Output::Std(tokio::io::stdout()),
+        )
+    }
+
+    /// Put stdin/stdout back into blocking mode (O_NONBLOCK lives on the
+    /// shared open file description, so it would outlive this process).
+    #[cfg(unix)]
+    pub(super) fn restore() {
+        use std::os::fd::AsFd;
+        use tokio::net::unix::pipe;
+
+        if let Ok(fd) = io::stdin().as_fd().try_clone_to_owned() {
+            if let Ok(rx) = pipe::Receiver::from_owned_fd_unchecked(fd) {
+                let _ = rx.into_blocking_fd();
+            }
+        }
+        if let Ok(fd) = io::stdout().as_fd().try_clone_to_owned() {
+            if let Ok(tx) = pipe::Sender::from_owned_fd_unchecked(fd) {
+                let _ = tx.into_blocking_fd();
+            }
+        }
+    }
+
+    #[cfg(not(unix))]
+    pub(super) fn restore() {}
+
+    impl AsyncRead for Input {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            match self.get_mut() {
+                #[cfg(unix)]
+                Input::Pipe(p) => Pin::new(p).poll_read(cx, buf),
+                Input::Std(s) => Pin::new(s).poll_read(cx, buf),
+            }
+        }
+    }
+
+    impl AsyncWrite for Output {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            match self.get_mut() {
+                #[cfg(unix)]
+                Output::Pipe(p) => Pin::new(p).poll_write(cx, buf),
+                Output::Std(s) => Pin::new(s).poll_write(cx, buf),
+            }
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            match self.get_mut() {
+                #[cfg(unix)]
+                Output::Pipe(p) => Pin::new(p).poll_flush(cx),
+                Output::Std(s) => Pin::new(s).poll_flush(cx),
+            }
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            match self.get_mut() {
+                #[cfg(unix)]
+                Output::Pipe(p) => Pin::new(p).poll_shutdown(cx),
+                Output::Std(s) => Pin::new(s).poll_shutdown(cx),
+            }
+        }
+    }
 }
 
 /// Serve MCP over the given byte streams until input EOF (then return Ok).
@@ -1303,13 +1453,30 @@ impl Shared {
         let sid = format!("demo-{n}");
         let (tx, rx) = oneshot::channel();
         lock(&self.pending).insert(sid.clone(), tx);
-        struct Unregister<'a>(&'a Shared, &'a str);
+        // Unregisters the request when the call ends in any way; if it is
+        // still unanswered then (cancelled or timed out), tell the client.
+        struct Unregister<'a> {
+            shared: &'a Shared,
+            sid: &'a str,
+            sent: bool,
+        }
         impl Drop for Unregister<'_> {
             fn drop(&mut self) {
-                lock(&self.0.pending).remove(self.1);
+                let unanswered = lock(&self.shared.pending).remove(self.sid).is_some();
+                if unanswered && self.sent {
+                    let params = json!({ "requestId": self.sid, "reason": "demo tool call ended" });
+                    let _ = self
+                        .shared
+                        .out
+                        .try_send(notification_line("notifications/cancelled", params));
+                }
             }
         }
-        let _guard = Unregister(self, &sid);
+        let mut guard = Unregister {
+            shared: self,
+            sid: &sid,
+            sent: false,
+        };
         let mut line = Vec::with_capacity(128);
         let request = ServerRequest {
             jsonrpc: "2.0",
@@ -1322,6 +1489,7 @@ impl Shared {
         if !self.emit(line).await {
             return Err("output closed".to_owned());
         }
+        guard.sent = true;
         match tokio::time::timeout(CLIENT_REPLY_TIMEOUT, rx).await {
             Err(_) => Err(format!(
                 "no reply to {method} within {CLIENT_REPLY_TIMEOUT:?}"
@@ -1517,6 +1685,7 @@ impl Shared {
             }
             "crash" => {
                 eprintln!("demo: crash requested, exiting with status 3");
+                stdio::restore();
                 std::process::exit(3);
             }
             "junk" => {
@@ -2022,4 +2191,909 @@ fn tools_list() -> &'static RawValue {
         ]});
         serde_json::value::to_raw_value(&tools).unwrap_or_default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{duplex, DuplexStream, Lines};
+    use tokio::task::JoinHandle;
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// A test client talking to `serve` over in-memory pipes.
+    struct Client {
+        input: Option<DuplexStream>,
+        output: Lines<BufReader<DuplexStream>>,
+        server: JoinHandle<io::Result<()>>,
+    }
+
+    impl Client {
+        fn start(era: Era) -> Self {
+            let (client_w, server_r) = duplex(1 << 16);
+            let (server_w, client_r) = duplex(1 << 16);
+            let server = tokio::spawn(serve(server_r, server_w, era));
+            Client {
+                input: Some(client_w),
+                output: BufReader::new(client_r).lines(),
+                server,
+            }
+        }
+
+        async fn send_bytes(&mut self, line: &[u8]) {
+            let w = self.input.as_mut().expect("input still open");
+            w.write_all(line).await.expect("write to server");
+            w.write_all(b"\n").await.expect("write to server");
+        }
+
+        async fn send(&mut self, v: Value) {
+            self.send_bytes(v.to_string().as_bytes()).await;
+        }
+
+        async fn recv(&mut self) -> Value {
+            let line = tokio::time::timeout(WAIT, self.output.next_line())
+                .await
+                .expect("timed out waiting for the server")
+                .expect("read from server")
+                .expect("server closed its output");
+            serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad line {line:?}: {e}"))
+        }
+
+        async fn call(&mut self, v: Value) -> Value {
+            self.send(v).await;
+            self.recv().await
+        }
+
+        async fn expect_silence(&mut self, dur: Duration) {
+            if let Ok(line) = tokio::time::timeout(dur, self.output.next_line()).await {
+                panic!("expected no output, got {line:?}");
+            }
+        }
+
+        /// Close the server's input; returns what `serve` returned.
+        async fn close(mut self) -> io::Result<()> {
+            drop(self.input.take());
+            while let Ok(Ok(Some(_))) = tokio::time::timeout(WAIT, self.output.next_line()).await {}
+            tokio::time::timeout(WAIT, self.server)
+                .await
+                .expect("serve did not return after EOF")
+                .expect("serve task panicked")
+        }
+    }
+
+    fn modern_meta(caps: Value) -> Value {
+        json!({
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": caps,
+        })
+    }
+
+    fn call(id: Value, name: &str, args: Value) -> Value {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": { "name": name, "arguments": args } })
+    }
+
+    fn modern_call(id: Value, name: &str, args: Value, caps: Value) -> Value {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": { "_meta": modern_meta(caps), "name": name, "arguments": args } })
+    }
+
+    fn text_of(resp: &Value) -> &str {
+        resp["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no text in {resp}"))
+    }
+
+    async fn initialize(c: &mut Client, caps: Value) -> Value {
+        let r = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": caps,
+                "clientInfo": { "name": "test", "version": "1" } } }),
+            )
+            .await;
+        c.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        r
+    }
+
+    #[tokio::test]
+    async fn legacy_initialize_list_and_echo() {
+        let mut c = Client::start(Era::Dual);
+        let init = initialize(&mut c, json!({})).await;
+        assert_eq!(init["id"], 0);
+        let r = &init["result"];
+        assert_eq!(r["protocolVersion"], "2025-06-18");
+        assert_eq!(r["serverInfo"]["name"], "mcp-bridge-demo");
+        assert_eq!(r["capabilities"]["tools"]["listChanged"], true);
+        assert_eq!(r["capabilities"]["resources"]["subscribe"], true);
+        assert!(r["capabilities"]["logging"].is_object());
+        assert!(r["instructions"].is_string());
+        assert!(r.get("resultType").is_none());
+
+        let list = c
+            .call(json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" }))
+            .await;
+        let tools = list["result"]["tools"].as_array().expect("tools array");
+        let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "echo", "add", "slow", "fail", "bytes", "error", "sample", "elicit", "roots",
+                "lookup", "crash", "junk", "notify", "log"
+            ]
+        );
+        for t in tools {
+            assert_eq!(t["inputSchema"]["type"], "object", "{t}");
+            assert!(t["inputSchema"]["properties"].is_object(), "{t}");
+        }
+        let lookup = &tools[9]["inputSchema"]["properties"];
+        assert_eq!(lookup["region"]["x-mcp-header"], "Region");
+        assert_eq!(lookup["id"]["x-mcp-header"], "Item-Id");
+        assert!(list["result"].get("resultType").is_none());
+
+        let echo = c
+            .call(call(
+                json!("e1"),
+                "echo",
+                json!({ "text": "hi \"you\"\nthere" }),
+            ))
+            .await;
+        assert_eq!(echo["id"], "e1");
+        assert_eq!(echo["result"]["content"][0]["type"], "text");
+        assert_eq!(text_of(&echo), "hi \"you\"\nthere");
+        assert!(echo["result"].get("resultType").is_none());
+
+        let add = c
+            .call(call(json!(2), "add", json!({ "a": 2, "b": 40 })))
+            .await;
+        assert_eq!(text_of(&add), "42");
+        assert_eq!(add["result"]["structuredContent"]["sum"], 42);
+
+        let ping = c
+            .call(json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" }))
+            .await;
+        assert_eq!(ping["result"], json!({}));
+
+        let other = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {
+                "protocolVersion": "1999-01-01", "capabilities": {} } }),
+            )
+            .await;
+        assert_eq!(other["result"]["protocolVersion"], "2025-11-25");
+
+        let unknown = c
+            .call(json!({ "jsonrpc": "2.0", "id": 5, "method": "nope" }))
+            .await;
+        assert_eq!(unknown["error"]["code"], -32601);
+        let bad_tool = c.call(call(json!(6), "nope", json!({}))).await;
+        assert_eq!(bad_tool["error"]["code"], -32602);
+
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn modern_discover_and_echo() {
+        let mut c = Client::start(Era::Dual);
+        let d = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                          "params": { "_meta": modern_meta(json!({})) } }),
+            )
+            .await;
+        let r = &d["result"];
+        assert_eq!(r["resultType"], "complete");
+        assert_eq!(r["supportedVersions"], json!(["2026-07-28"]));
+        assert_eq!(r["capabilities"]["prompts"]["listChanged"], true);
+        assert_eq!(r["ttlMs"], 0);
+        assert_eq!(r["cacheScope"], "public");
+        assert_eq!(
+            r["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+            "mcp-bridge-demo"
+        );
+
+        let echo = c
+            .call(modern_call(
+                json!(2),
+                "echo",
+                json!({ "text": "yo" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(text_of(&echo), "yo");
+        assert_eq!(echo["result"]["resultType"], "complete");
+        assert!(echo["result"]["_meta"]["io.modelcontextprotocol/serverInfo"].is_object());
+
+        for (i, method) in [
+            "tools/list",
+            "prompts/list",
+            "resources/list",
+            "resources/templates/list",
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let r = c
+                .call(json!({ "jsonrpc": "2.0", "id": 10 + i, "method": method,
+                              "params": { "_meta": modern_meta(json!({})) } }))
+                .await;
+            assert_eq!(r["result"]["resultType"], "complete", "{method}: {r}");
+            assert_eq!(r["result"]["ttlMs"], 0, "{method}");
+            assert_eq!(r["result"]["cacheScope"], "public", "{method}");
+        }
+
+        let read = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 20, "method": "resources/read",
+                          "params": { "_meta": modern_meta(json!({})), "uri": "demo://readme" } }),
+            )
+            .await;
+        assert_eq!(read["result"]["contents"][0]["mimeType"], "text/plain");
+        assert_eq!(read["result"]["cacheScope"], "public");
+        let missing = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 21, "method": "resources/read",
+                          "params": { "_meta": modern_meta(json!({})), "uri": "demo://none" } }),
+            )
+            .await;
+        assert_eq!(missing["error"]["code"], -32602);
+        assert_eq!(missing["error"]["data"]["uri"], "demo://none");
+
+        let mut meta = modern_meta(json!({}));
+        meta["io.modelcontextprotocol/protocolVersion"] = json!("2099-01-01");
+        let bad_version = c
+            .call(json!({ "jsonrpc": "2.0", "id": 22, "method": "tools/list",
+                          "params": { "_meta": meta } }))
+            .await;
+        assert_eq!(bad_version["error"]["code"], -32022);
+        assert_eq!(
+            bad_version["error"]["data"],
+            json!({ "supported": ["2026-07-28"], "requested": "2099-01-01" })
+        );
+
+        let no_caps = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 23, "method": "tools/list", "params": {
+                "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28" } } }),
+            )
+            .await;
+        assert_eq!(no_caps["error"]["code"], -32602);
+
+        // Legacy-only methods do not exist for modern requests.
+        let set_level = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 24, "method": "logging/setLevel",
+                          "params": { "_meta": modern_meta(json!({})), "level": "info" } }),
+            )
+            .await;
+        assert_eq!(set_level["error"]["code"], -32601);
+
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn slow_reports_progress_and_can_be_cancelled() {
+        let mut c = Client::start(Era::Dual);
+        let mut req = call(json!(1), "slow", json!({ "seconds": 0.3, "steps": 3 }));
+        req["params"]["_meta"] = json!({ "progressToken": "tok-1" });
+        c.send(req).await;
+        for i in 1..=3 {
+            let p = c.recv().await;
+            assert_eq!(p["method"], "notifications/progress", "{p}");
+            assert_eq!(p["params"]["progressToken"], "tok-1");
+            assert_eq!(p["params"]["progress"], i);
+            assert_eq!(p["params"]["total"], 3);
+        }
+        let done = c.recv().await;
+        assert_eq!(done["id"], 1);
+        assert_eq!(text_of(&done), "done");
+
+        // A modern slow call with an integer token, cancelled after the first step.
+        let mut req = modern_call(
+            json!("slow-2"),
+            "slow",
+            json!({ "seconds": 20, "steps": 200 }),
+            json!({}),
+        );
+        req["params"]["_meta"]["progressToken"] = json!(7);
+        c.send(req).await;
+        let p = c.recv().await;
+        assert_eq!(p["params"]["progressToken"], 7);
+        c.send(
+            json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": { "requestId": "slow-2", "reason": "test" } }),
+        )
+        .await;
+        // Other requests are still served; the slow call sends nothing more
+        // (a progress notification already in flight may still arrive).
+        c.send(json!({ "jsonrpc": "2.0", "id": 3, "method": "ping" }))
+            .await;
+        loop {
+            let m = c.recv().await;
+            if m["id"] == 3 {
+                break;
+            }
+            assert_eq!(m["method"], "notifications/progress", "{m}");
+        }
+        c.expect_silence(Duration::from_millis(400)).await;
+
+        // Concurrency: a slow call does not hold up an echo.
+        c.send(call(json!(4), "slow", json!({ "seconds": 10, "steps": 0 })))
+            .await;
+        let echo = c
+            .call(call(json!(5), "echo", json!({ "text": "fast" })))
+            .await;
+        assert_eq!(echo["id"], 5);
+        // Closing the input abandons the slow call promptly.
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn legacy_sample_round_trip() {
+        let mut c = Client::start(Era::Dual);
+        initialize(&mut c, json!({ "sampling": {}, "roots": {} })).await;
+        c.send(call(json!(1), "sample", json!({ "prompt": "say hi" })))
+            .await;
+        let ask = c.recv().await;
+        assert_eq!(ask["method"], "sampling/createMessage");
+        let sid = ask["id"].as_str().expect("string id").to_owned();
+        assert!(sid.starts_with("demo-"), "{sid}");
+        assert_eq!(ask["params"]["messages"][0]["role"], "user");
+        assert_eq!(ask["params"]["messages"][0]["content"]["text"], "say hi");
+        assert_eq!(ask["params"]["maxTokens"], 100);
+
+        // The server keeps serving while it waits.
+        let echo = c.call(call(json!(2), "echo", json!({ "text": "x" }))).await;
+        assert_eq!(echo["id"], 2);
+
+        c.send(json!({ "jsonrpc": "2.0", "id": sid, "result": {
+            "role": "assistant", "content": { "type": "text", "text": "hello" }, "model": "m" } }))
+            .await;
+        let done = c.recv().await;
+        assert_eq!(done["id"], 1);
+        assert_eq!(text_of(&done), "sampled: hello");
+        assert!(done["result"].get("isError").is_none());
+
+        // A client error becomes an isError result; ids are not reused.
+        c.send(call(json!(3), "sample", json!({ "prompt": "again" })))
+            .await;
+        let ask2 = c.recv().await;
+        assert_ne!(ask2["id"].as_str(), Some(sid.as_str()));
+        c.send(json!({ "jsonrpc": "2.0", "id": ask2["id"],
+                       "error": { "code": -1, "message": "user said no" } }))
+            .await;
+        let failed = c.recv().await;
+        assert_eq!(failed["result"]["isError"], true);
+        assert!(text_of(&failed).contains("user said no"));
+
+        // roots goes the same way.
+        c.send(call(json!(4), "roots", json!({}))).await;
+        let ask3 = c.recv().await;
+        assert_eq!(ask3["method"], "roots/list");
+        c.send(json!({ "jsonrpc": "2.0", "id": ask3["id"], "result": {
+            "roots": [{ "uri": "file:///a" }, { "uri": "file:///b" }] } }))
+            .await;
+        assert!(text_of(&c.recv().await).contains("file:///a,file:///b"));
+
+        // No elicitation capability was declared.
+        let no_cap = c
+            .call(call(json!(5), "elicit", json!({ "message": "name?" })))
+            .await;
+        assert_eq!(no_cap["result"]["isError"], true);
+        assert_eq!(text_of(&no_cap), "client lacks elicitation");
+
+        // Cancelling a call that waits on the client cancels our request too.
+        c.send(call(json!(6), "sample", json!({ "prompt": "never" })))
+            .await;
+        let ask4 = c.recv().await;
+        c.send(
+            json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": { "requestId": 6 } }),
+        )
+        .await;
+        let cancel = c.recv().await;
+        assert_eq!(cancel["method"], "notifications/cancelled");
+        assert_eq!(cancel["params"]["requestId"], ask4["id"]);
+        c.expect_silence(Duration::from_millis(200)).await;
+
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn legacy_sample_without_capability() {
+        let mut c = Client::start(Era::Dual);
+        initialize(&mut c, json!({})).await;
+        let r = c
+            .call(call(json!(1), "sample", json!({ "prompt": "p" })))
+            .await;
+        assert_eq!(r["result"]["isError"], true);
+        assert_eq!(text_of(&r), "client lacks sampling");
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn modern_sample_input_required_round_trip() {
+        let mut c = Client::start(Era::Dual);
+        let caps = json!({ "sampling": {} });
+        let first = c
+            .call(modern_call(
+                json!(1),
+                "sample",
+                json!({ "prompt": "hi" }),
+                caps.clone(),
+            ))
+            .await;
+        let r = &first["result"];
+        assert_eq!(r["resultType"], "input_required", "{first}");
+        assert_eq!(r["inputRequests"]["s1"]["method"], "sampling/createMessage");
+        assert_eq!(
+            r["inputRequests"]["s1"]["params"]["messages"][0]["content"]["text"],
+            "hi"
+        );
+        let state = r["requestState"].as_str().expect("requestState").to_owned();
+
+        let mut retry = modern_call(json!(2), "sample", json!({ "prompt": "hi" }), caps.clone());
+        retry["params"]["inputResponses"] = json!({ "s1": {
+            "role": "assistant", "content": { "type": "text", "text": "hey" }, "model": "m" } });
+        retry["params"]["requestState"] = json!(state);
+        let done = c.call(retry).await;
+        assert_eq!(done["id"], 2);
+        assert_eq!(done["result"]["resultType"], "complete");
+        assert_eq!(text_of(&done), "sampled: hey");
+
+        // Forged state is refused.
+        let mut forged = modern_call(json!(3), "sample", json!({ "prompt": "hi" }), caps);
+        forged["params"]["inputResponses"] =
+            json!({ "s1": { "content": { "type": "text", "text": "x" } } });
+        forged["params"]["requestState"] = json!("garbage");
+        assert_eq!(c.call(forged).await["error"]["code"], -32602);
+
+        // Without the capability: -32021.
+        let missing = c
+            .call(modern_call(
+                json!(4),
+                "sample",
+                json!({ "prompt": "hi" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(missing["error"]["code"], -32021);
+        assert_eq!(
+            missing["error"]["data"],
+            json!({ "requiredCapabilities": { "sampling": {} } })
+        );
+
+        // Elicitation works the same way, and nothing is ever sent as a request.
+        let caps = json!({ "elicitation": {} });
+        let first = c
+            .call(modern_call(
+                json!(5),
+                "elicit",
+                json!({ "message": "name?" }),
+                caps.clone(),
+            ))
+            .await;
+        let req = &first["result"]["inputRequests"]["e1"];
+        assert_eq!(req["method"], "elicitation/create");
+        assert_eq!(req["params"]["mode"], "form");
+        assert_eq!(
+            req["params"]["requestedSchema"]["required"],
+            json!(["name"])
+        );
+        let mut retry = modern_call(json!(6), "elicit", json!({ "message": "name?" }), caps);
+        retry["params"]["inputResponses"] =
+            json!({ "e1": { "action": "accept", "content": { "name": "Ada" } } });
+        retry["params"]["requestState"] = first["result"]["requestState"].clone();
+        let done = c.call(retry).await;
+        assert_eq!(
+            text_of(&done),
+            "elicited: action=accept content={\"name\":\"Ada\"}"
+        );
+
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn era_legacy_and_era_modern() {
+        let mut c = Client::start(Era::Legacy);
+        let d = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 1, "method": "server/discover",
+                          "params": { "_meta": modern_meta(json!({})) } }),
+            )
+            .await;
+        assert_eq!(d["error"]["code"], -32601);
+        assert_eq!(d["error"]["message"], "Method not found");
+        // Modern _meta is ignored: served as a legacy request.
+        let echo = c
+            .call(modern_call(
+                json!(2),
+                "echo",
+                json!({ "text": "t" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(text_of(&echo), "t");
+        assert!(echo["result"].get("resultType").is_none());
+        c.close().await.expect("clean shutdown");
+
+        let mut c = Client::start(Era::Modern);
+        let init = initialize(&mut c, json!({})).await;
+        assert_eq!(init["error"]["code"], -32022);
+        assert_eq!(init["error"]["data"]["supported"], json!(["2026-07-28"]));
+        assert_eq!(init["error"]["data"]["requested"], "2025-06-18");
+        let legacy_list = c
+            .call(json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" }))
+            .await;
+        assert_eq!(legacy_list["error"]["code"], -32602);
+        let echo = c
+            .call(modern_call(
+                json!(3),
+                "echo",
+                json!({ "text": "m" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(echo["result"]["resultType"], "complete");
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn malformed_input_does_not_kill_the_server() {
+        let mut c = Client::start(Era::Dual);
+        c.send_bytes(b"this is not json").await;
+        let e = c.recv().await;
+        assert_eq!(e["error"]["code"], -32700);
+        assert_eq!(e["id"], Value::Null);
+
+        c.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"")
+            .await;
+        assert_eq!(c.recv().await["error"]["code"], -32700);
+        c.send_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\xfe\"}")
+            .await;
+        assert_eq!(c.recv().await["error"]["code"], -32700);
+
+        // Valid JSON that is not an object is ignored; blank lines too.
+        c.send_bytes(b"[1,2,3]").await;
+        c.send_bytes(b"42").await;
+        c.send_bytes(b"   ").await;
+
+        let no_method = c.call(json!({ "jsonrpc": "2.0", "id": 7 })).await;
+        assert_eq!(no_method["error"]["code"], -32600);
+        assert_eq!(no_method["id"], 7);
+        let bad_type = c
+            .call(json!({ "jsonrpc": "2.0", "id": 8, "method": 5 }))
+            .await;
+        assert_eq!(bad_type["error"]["code"], -32600);
+        let bad_id = c
+            .call(json!({ "jsonrpc": "2.0", "id": { "x": 1 }, "method": "ping" }))
+            .await;
+        assert_eq!(bad_id["error"]["code"], -32600);
+
+        for (id, params) in [
+            (9, json!(5)),
+            (10, json!([1])),
+            (11, json!({ "_meta": 3 })),
+            (12, json!({ "name": "echo", "arguments": ["x"] })),
+            (13, json!({ "name": "echo", "arguments": { "text": 5 } })),
+            (14, json!({ "name": "bytes", "arguments": { "n": -1 } })),
+            (
+                15,
+                json!({ "name": "bytes", "arguments": { "n": 1u64 << 40 } }),
+            ),
+            (16, json!({ "name": 17 })),
+            (
+                17,
+                json!({ "name": "slow", "arguments": { "seconds": -1 } }),
+            ),
+            (
+                18,
+                json!({ "name": "log", "arguments": { "level": "loud", "message": "m" } }),
+            ),
+        ] {
+            let r = c
+                .call(
+                    json!({ "jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params }),
+                )
+                .await;
+            assert_eq!(r["error"]["code"], -32602, "{params}: {r}");
+            assert_eq!(r["id"], id);
+        }
+
+        // Stray responses and notifications are ignored silently.
+        c.send(json!({ "jsonrpc": "2.0", "id": "demo-999", "result": {} }))
+            .await;
+        c.send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": 1 }))
+            .await;
+        c.send(json!({ "jsonrpc": "2.0", "method": "notifications/whatever" }))
+            .await;
+
+        let ping = c
+            .call(json!({ "jsonrpc": "2.0", "id": "alive", "method": "ping" }))
+            .await;
+        assert_eq!(ping["id"], "alive");
+        assert_eq!(ping["result"], json!({}));
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn misc_tools() {
+        let mut c = Client::start(Era::Dual);
+        initialize(&mut c, json!({})).await;
+
+        let bytes = c
+            .call(call(json!(1), "bytes", json!({ "n": 100_000 })))
+            .await;
+        let text = text_of(&bytes);
+        assert_eq!(text.len(), 100_000);
+        assert!(text.bytes().all(|b| b == b'x'));
+        let modern_bytes = c
+            .call(modern_call(json!(2), "bytes", json!({ "n": 0 }), json!({})))
+            .await;
+        assert_eq!(text_of(&modern_bytes), "");
+        assert_eq!(modern_bytes["result"]["resultType"], "complete");
+
+        let fail = c
+            .call(call(json!(3), "fail", json!({ "message": "nope" })))
+            .await;
+        assert_eq!(fail["result"]["isError"], true);
+        assert_eq!(text_of(&fail), "nope");
+
+        let err = c
+            .call(call(
+                json!(4),
+                "error",
+                json!({ "code": -32000, "message": "custom" }),
+            ))
+            .await;
+        assert_eq!(err["error"], json!({ "code": -32000, "message": "custom" }));
+        let err = c.call(call(json!(5), "error", json!({}))).await;
+        assert_eq!(err["error"]["code"], -32603);
+
+        let lookup = c
+            .call(call(
+                json!(6),
+                "lookup",
+                json!({ "region": "eu-west", "id": 42 }),
+            ))
+            .await;
+        assert_eq!(text_of(&lookup), "region=eu-west id=42");
+
+        // junk: the bad line comes first, then the normal answer.
+        let w = c.input.as_mut().expect("open");
+        let req = call(json!(7), "junk", json!({ "kind": "malformed" })).to_string();
+        w.write_all(format!("{req}\n").as_bytes())
+            .await
+            .expect("write");
+        let bad = c.output.next_line().await.expect("read").expect("line");
+        assert_eq!(bad, "this is not json");
+        assert_eq!(text_of(&c.recv().await), "ok");
+        c.send(call(
+            json!(8),
+            "junk",
+            json!({ "kind": "oversize", "size": 5000 }),
+        ))
+        .await;
+        let big = c.output.next_line().await.expect("read").expect("line");
+        assert_eq!(big.len(), 5000);
+        assert_eq!(text_of(&c.recv().await), "ok");
+        let stray = c
+            .call(call(json!(9), "junk", json!({ "kind": "unknown_id" })))
+            .await;
+        assert_eq!(stray["id"], 987654321);
+        assert_eq!(text_of(&c.recv().await), "ok");
+
+        // notify (legacy): untagged list_changed.
+        let n = c
+            .call(call(json!(10), "notify", json!({ "kind": "prompts" })))
+            .await;
+        assert_eq!(n["method"], "notifications/prompts/list_changed");
+        assert_eq!(text_of(&c.recv().await), "ok");
+
+        // log (legacy): everything by default, then filtered by setLevel.
+        let m = c
+            .call(call(
+                json!(11),
+                "log",
+                json!({ "level": "debug", "message": "d" }),
+            ))
+            .await;
+        assert_eq!(m["method"], "notifications/message");
+        assert_eq!(
+            m["params"],
+            json!({ "level": "debug", "logger": "demo", "data": "d" })
+        );
+        assert_eq!(text_of(&c.recv().await), "ok");
+        let set = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 12, "method": "logging/setLevel",
+                          "params": { "level": "warning" } }),
+            )
+            .await;
+        assert_eq!(set["result"], json!({}));
+        let quiet = c
+            .call(call(
+                json!(13),
+                "log",
+                json!({ "level": "info", "message": "i" }),
+            ))
+            .await;
+        assert_eq!(text_of(&quiet), "ok");
+        let loud = c
+            .call(call(
+                json!(14),
+                "log",
+                json!({ "level": "error", "message": "e" }),
+            ))
+            .await;
+        assert_eq!(loud["params"]["level"], "error");
+        assert_eq!(text_of(&c.recv().await), "ok");
+
+        // log (modern): only with a logLevel in _meta.
+        let silent = c
+            .call(modern_call(
+                json!(15),
+                "log",
+                json!({ "level": "error", "message": "x" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(text_of(&silent), "ok");
+        let mut req = modern_call(
+            json!(16),
+            "log",
+            json!({ "level": "error", "message": "y" }),
+            json!({}),
+        );
+        req["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
+        let m = c.call(req).await;
+        assert_eq!(m["params"]["data"], "y");
+        assert_eq!(c.recv().await["result"]["resultType"], "complete");
+
+        let prompt = c
+            .call(json!({ "jsonrpc": "2.0", "id": 17, "method": "prompts/get",
+                          "params": { "name": "greet", "arguments": { "name": "Ada" } } }))
+            .await;
+        assert_eq!(
+            prompt["result"]["messages"][0]["content"]["text"],
+            "Hello, Ada!"
+        );
+        let unknown = c
+            .call(json!({ "jsonrpc": "2.0", "id": 18, "method": "prompts/get",
+                          "params": { "name": "nope" } }))
+            .await;
+        assert_eq!(unknown["error"]["code"], -32602);
+        let missing = c
+            .call(
+                json!({ "jsonrpc": "2.0", "id": 19, "method": "resources/read",
+                          "params": { "uri": "demo://none" } }),
+            )
+            .await;
+        assert_eq!(missing["error"]["code"], -32002);
+        let completion = c
+            .call(json!({ "jsonrpc": "2.0", "id": 20, "method": "completion/complete", "params": {} }))
+            .await;
+        assert_eq!(completion["result"]["completion"]["hasMore"], false);
+        for (id, method) in [(21, "resources/subscribe"), (22, "resources/unsubscribe")] {
+            let r = c
+                .call(json!({ "jsonrpc": "2.0", "id": id, "method": method,
+                              "params": { "uri": "demo://readme" } }))
+                .await;
+            assert_eq!(r["result"], json!({}));
+        }
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn modern_listen_gets_tagged_list_changed() {
+        let mut c = Client::start(Era::Dual);
+        let ack = c
+            .call(json!({ "jsonrpc": "2.0", "id": "L", "method": "subscriptions/listen", "params": {
+                "_meta": modern_meta(json!({})),
+                "notifications": { "toolsListChanged": true, "resourceSubscriptions": ["demo://x"] } } }))
+            .await;
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({ "toolsListChanged": true })
+        );
+        assert_eq!(
+            ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "L"
+        );
+
+        let n = c
+            .call(modern_call(
+                json!(1),
+                "notify",
+                json!({ "kind": "tools" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(n["method"], "notifications/tools/list_changed");
+        assert_eq!(
+            n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "L"
+        );
+        assert_eq!(text_of(&c.recv().await), "ok");
+        // Not subscribed to prompts: only the answer.
+        let r = c
+            .call(modern_call(
+                json!(2),
+                "notify",
+                json!({ "kind": "prompts" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(text_of(&r), "ok");
+
+        c.send(
+            json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+                       "params": { "requestId": "L" } }),
+        )
+        .await;
+        let r = c
+            .call(modern_call(
+                json!(3),
+                "notify",
+                json!({ "kind": "tools" }),
+                json!({}),
+            ))
+            .await;
+        assert_eq!(text_of(&r), "ok");
+        c.expect_silence(Duration::from_millis(100)).await;
+        c.close().await.expect("clean shutdown");
+    }
+
+    #[tokio::test]
+    async fn overlong_lines_are_skipped() {
+        let data: &[u8] = b"0123456789abcdef\nok\r\nlast";
+        let mut r = BufReader::with_capacity(4, data);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 10).await,
+            Ok(LineRead::TooLong)
+        ));
+        buf.clear();
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 10).await,
+            Ok(LineRead::Line)
+        ));
+        assert_eq!(buf, b"ok");
+        buf.clear();
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 10).await,
+            Ok(LineRead::Line)
+        ));
+        assert_eq!(buf, b"last");
+        buf.clear();
+        assert!(matches!(
+            read_line(&mut r, &mut buf, 10).await,
+            Ok(LineRead::Eof)
+        ));
+    }
+
+    #[test]
+    fn era_parses() {
+        assert_eq!("dual".parse::<Era>(), Ok(Era::Dual));
+        assert_eq!("legacy".parse::<Era>(), Ok(Era::Legacy));
+        assert_eq!("modern".parse::<Era>(), Ok(Era::Modern));
+        assert!("both".parse::<Era>().is_err());
+        assert_eq!(Era::default().to_string(), "dual");
+    }
+
+    #[test]
+    fn extras_splice_into_results() {
+        let id = RawValue::from_string("1".to_owned()).expect("raw id");
+        let empty = result_line(&id, &json!({}), EX_COMPLETE);
+        let v: Value = serde_json::from_slice(&empty).expect("json");
+        assert_eq!(v["result"]["resultType"], "complete");
+        let full = result_line(&id, &json!({ "a": 1 }), EX_CACHED);
+        let v: Value = serde_json::from_slice(&full).expect("json");
+        assert_eq!(v["result"]["a"], 1);
+        assert_eq!(v["result"]["ttlMs"], 0);
+        assert_eq!(*full.last().expect("non-empty"), b'\n');
+        assert_eq!(full.iter().filter(|&&b| b == b'\n').count(), 1);
+    }
 }
