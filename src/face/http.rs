@@ -419,6 +419,7 @@ impl App {
         ctx: CallCtx,
         cancel: CancellationToken,
         session: Option<Arc<Session>>,
+        on_done: Option<Box<dyn Send + Sync>>,
     ) -> Response<Body> {
         let started = Instant::now();
         let id = pc.env.id.map(RawValue::get).unwrap_or("null");
@@ -463,6 +464,7 @@ impl App {
             server_requests: session.map(|s| s as Arc<dyn respond::ServerRequestSink>),
             extra_headers: Vec::new(),
             started,
+            on_done,
         };
         r.respond(handle).await
     }
@@ -733,14 +735,36 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                 accepts_server_requests: pc.accept_sse,
             };
             let cancel = s.begin_call(rid);
+            let done = InflightGuard {
+                session: s.clone(),
+                id: rid.to_owned(),
+            };
             let params = pc.env.params.map(|p| p.to_owned());
             let upstream = s.upstream.clone();
-            let r = app
-                .run_call(&upstream, pc, &method, params, ctx, cancel, Some(s.clone()))
-                .await;
-            s.end_call(rid);
-            r
+            app.run_call(
+                &upstream,
+                pc,
+                &method,
+                params,
+                ctx,
+                cancel,
+                Some(s.clone()),
+                Some(Box::new(done)),
+            )
+            .await
         }
+    }
+}
+
+/// Forgets a 2025 call's cancel handle once its response is complete (JSON sent or SSE ended).
+struct InflightGuard {
+    session: Arc<Session>,
+    id: String,
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.session.end_call(&self.id);
     }
 }
 

@@ -249,6 +249,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         CallCtx::modern(),
         app.children.child_token(),
         None,
+        None,
     )
     .await
 }

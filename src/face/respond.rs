@@ -84,6 +84,8 @@ pub struct Responder {
     pub server_requests: Option<Arc<dyn ServerRequestSink>>,
     pub extra_headers: Vec<(&'static str, String)>,
     pub started: Instant,
+    /// Dropped when the response is complete (e.g. forgets a 2025 call's cancel handle).
+    pub on_done: Option<Box<dyn Send + Sync>>,
 }
 
 enum Step {
@@ -324,6 +326,7 @@ impl Responder {
             server_requests: None,
             extra_headers: st.r.extra_headers.clone(),
             started: st.r.started,
+            on_done: None,
         };
         let stream = futures_util::stream::unfold(st, |mut st| async move {
             if st.done {

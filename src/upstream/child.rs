@@ -152,6 +152,8 @@ impl CallHandle {
     /// Why the call is being dropped, sent to the child as the cancellation reason.
     pub fn set_cancel_reason(&mut self, reason: &'static str) {
         self.guard.reason = reason;
+        // An explicit reason means: cancel now, even a detached call.
+        self.guard.detach_until = None;
     }
     /// The bridge's id for this call (the child sees this id).
     pub fn upstream_id(&self) -> u64 {
