@@ -7,6 +7,7 @@
 # Usage:  bash .ci/interop-python.sh          (from anywhere; the binary must already be built)
 # Env:
 #   MCP_BRIDGE_BIN        bridge binary (default: target/release/mcp-bridge)
+#   MCP_BRIDGE_ARGS       extra args for `serve` (default: none), e.g. "--demo-era legacy"
 #   INTEROP_PYTHON_VENV   venv holding mcp==2.3.0 (default: target/interop-python-venv)
 #   INTEROP_PYTHON        interpreter used to create the venv (default: python3; needs >= 3.10)
 #   INTEROP_MODES         space-separated subset of "auto legacy 2026" (default: all three)
@@ -50,8 +51,9 @@ fi
 PORT="${INTEROP_PORT:-$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')}"
 URL="http://127.0.0.1:$PORT/mcp"
 BRIDGE_LOG="$(mktemp -t mcpb-interop-python.XXXXXX.log)"
-log "starting $BIN serve --demo --port $PORT (log: $BRIDGE_LOG)"
-"$BIN" serve --demo --port "$PORT" >"$BRIDGE_LOG" 2>&1 &
+read -r -a EXTRA_ARGS <<<"${MCP_BRIDGE_ARGS:-}"
+log "starting $BIN serve --demo --port $PORT ${EXTRA_ARGS[*]} (log: $BRIDGE_LOG)"
+"$BIN" serve --demo --port "$PORT" "${EXTRA_ARGS[@]}" >"$BRIDGE_LOG" 2>&1 &
 BRIDGE_PID=$!
 
 stop_bridge() {

@@ -24,6 +24,9 @@ use crate::upstream::child::CallHandle;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
+/// How long a call may stay silent before its response switches to an SSE stream.
+pub const SSE_AFTER: Duration = Duration::from_secs(1);
+
 pub fn full(b: impl Into<Bytes>) -> Body {
     Full::new(b.into()).boxed_unsync()
 }
@@ -231,7 +234,16 @@ impl Responder {
 
     /// Wait for the first thing the call produces and answer accordingly.
     pub async fn respond(self, mut h: CallHandle) -> Response<Body> {
-        let first = self.step(&mut h).await;
+        // A call that takes a while gets its headers anyway (as an SSE stream with keep-alives),
+        // so clients and proxies with header timeouts do not give up on long tool calls.
+        let first = if self.accept_sse {
+            tokio::select! {
+                s = self.step(&mut h) => s,
+                _ = tokio::time::sleep(SSE_AFTER) => return self.sse(h, None),
+            }
+        } else {
+            self.step(&mut h).await
+        };
         let outcome = match first {
             Step::Done(o) => Some(o),
             Step::Timeout => Some(self.timeout_outcome(&mut h)),
@@ -354,6 +366,11 @@ impl Responder {
                     }
                     Step::Done(o) => o,
                     Step::Timeout => st.r.timeout_outcome(&mut st.h),
+                    Step::Cancelled if st.r.client_era == Era::Legacy => {
+                        // 2025: a cancelled request gets no response; end the stream.
+                        let _ = st.r.cancelled_outcome(&mut st.h);
+                        return None;
+                    }
                     Step::Cancelled => st.r.cancelled_outcome(&mut st.h),
                 };
                 st.done = true;
