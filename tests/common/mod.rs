@@ -227,6 +227,17 @@ impl Bridge {
 
 impl Drop for Bridge {
     fn drop(&mut self) {
+        self.stop();
+        if std::env::var_os("MCP_TEST_LOG").is_some() {
+            std::thread::sleep(Duration::from_millis(50));
+            eprintln!("---- bridge log ({}) ----\n{}", self.url, self.log.dump());
+        }
+    }
+}
+
+impl Bridge {
+    /// SIGTERM, wait up to 5 s, then SIGKILL.
+    fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
