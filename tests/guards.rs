@@ -9,7 +9,12 @@ use serde_json::json;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn body_limit_413() {
     let b = Bridge::demo(&["--max-body", "1KiB"]).await;
-    let c = client();
+    // No connection reuse: after a 413 the bridge closes the connection without saying so
+    // (see `oversize_body_413_says_connection_close`), which would make this test flaky.
+    let c = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap();
 
     // Under the limit: fine.
     let small = modern_tool_call(json!(1), "echo", json!({"text": "small"}));
@@ -49,6 +54,45 @@ async fn body_limit_413() {
     // Still serving.
     let r = post_modern(&c, &b.url, &small).await;
     assert_eq!(r.text(), "small");
+}
+
+/// A 413 sent before the body was read ends the connection; the response must say
+/// `Connection: close`, or a keep-alive client reuses the dying connection and its next
+/// request fails (seen with reqwest as `hyper::Error(IncompleteMessage)`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: 413 responses lack Connection: close although the bridge closes the connection"]
+async fn oversize_body_413_says_connection_close() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let b = Bridge::demo(&["--max-body", "1KiB"]).await;
+    let mut s = tokio::net::TcpStream::connect(b.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 1048576\r\n\r\n",
+        b.addr
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(&[b' '; 8192]).await.unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    // Read until the server closes (bounded).
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        loop {
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+    })
+    .await
+    .is_ok();
+    let text = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 413"), "{text}");
+    if closed {
+        assert!(
+            text.contains("connection: close"),
+            "the bridge closed the connection after a 413 without Connection: close:\n{text}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
