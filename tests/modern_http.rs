@@ -360,3 +360,29 @@ async fn http2_prior_knowledge() {
             .all(|n| n["params"]["progressToken"] == format!("tok-{i}")));
     }
 }
+
+/// A 2026 client calls a tool of a 2025-era child that asks for elicitation: the bridge must
+/// answer with an `input_required` result (digest §12 item 14), not fail the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: 2025 child server requests are not turned into 2026 input_required results (MRTR)"]
+async fn legacy_child_elicitation_becomes_input_required() {
+    let b = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let c = client();
+    let body = modern_request(
+        json!(1),
+        "tools/call",
+        json!({"name": "elicit", "arguments": {"message": "who?"},
+               "_meta": {META_CAPS: {"elicitation": {}}}}),
+    );
+    let r = post_modern(&c, &b.url, &body).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let res = r.result();
+    assert_eq!(res["resultType"], "input_required", "{res}");
+    let reqs = res["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("no inputRequests: {res}"));
+    assert!(
+        reqs.values().any(|v| v["method"] == "elicitation/create"),
+        "{res}"
+    );
+}

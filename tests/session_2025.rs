@@ -309,3 +309,223 @@ async fn explicit_cancel_reaches_child() {
         b.log.dump()
     );
 }
+
+/// A 2025-era child asks the client something during a call: the request travels on the
+/// call's SSE stream, the client POSTs its answer (202), and the call then completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_request_round_trip() {
+    let b = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let c = client();
+    let s = Session::open_with_caps(
+        &c,
+        &b.url,
+        json!({"elicitation": {}, "roots": {"listChanged": true}, "sampling": {}}),
+    )
+    .await;
+
+    for (tool, args, answer, want) in [
+        (
+            "elicit",
+            json!({"message": "who?"}),
+            json!({"action": "accept", "content": {"name": "Ada"}}),
+            "Ada",
+        ),
+        (
+            "roots",
+            json!({}),
+            json!({"roots": [{"uri": "file:///work/project"}]}),
+            "file:///work/project",
+        ),
+        (
+            "sample",
+            json!({"prompt": "2+2?"}),
+            json!({"role": "assistant", "content": {"type": "text", "text": "four"},
+                   "model": "test-model"}),
+            "four",
+        ),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": format!("call-{tool}"), "method": "tools/call",
+            "params": {"name": tool, "arguments": args}});
+        let resp = c
+            .post(&s.url)
+            .headers(s.headers())
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut sse = SseReader::new(resp);
+        let req = sse
+            .next(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{tool}: stream ended; log:\n{}", b.log.dump()));
+        assert!(
+            req["method"].is_string() && req.get("id").is_some(),
+            "{tool}: {req}"
+        );
+        let reply = json!({"jsonrpc": "2.0", "id": req["id"], "result": answer});
+        let r = s.post(&reply).await;
+        assert_eq!(r.status, 202, "{tool}: {r:?}");
+        let fin = sse
+            .next(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|| panic!("{tool}: no final answer; log:\n{}", b.log.dump()));
+        assert_eq!(fin["id"], format!("call-{tool}"), "{fin}");
+        let text = fin["result"]["content"][0]["text"].as_str().unwrap_or("");
+        assert!(text.contains(want), "{tool}: {fin}");
+        assert_ne!(fin["result"]["isError"], true, "{tool}: {fin}");
+    }
+}
+
+/// A 2025 client that talks to a 2026-era child (the dual demo answers 2026) and calls a tool
+/// that needs input must see a real server request (digest §12 item 15), not a raw 2026
+/// `input_required` result it cannot understand.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "bug: 2026 input_required results reach 2025 clients untranslated (no MRTR -> server request bridging)"]
+async fn input_required_becomes_server_request_for_2025_client() {
+    let b = Bridge::demo(&[]).await;
+    let c = client();
+    let s = Session::open_with_caps(&c, &b.url, json!({"elicitation": {}})).await;
+    let r = s.call(json!(1), "elicit", json!({"message": "who?"})).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(!r.messages.is_empty(), "{r:?}");
+    let first = &r.messages[0];
+    assert_eq!(
+        first["method"], "elicitation/create",
+        "expected a server request, got {}",
+        r.raw
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_session_expires() {
+    let b = Bridge::demo(&["--session-timeout", "1s"]).await;
+    let c = client();
+    let s = Session::open(&c, &b.url).await;
+    assert_eq!(
+        s.call(json!(1), "echo", json!({"text": "a"})).await.text(),
+        "a"
+    );
+    // Poll without touching the session: a fresh unknown-session probe would not help, so
+    // wait past the timeout, then expect 404 (bounded).
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    loop {
+        let r = s.call(json!(2), "echo", json!({"text": "b"})).await;
+        if r.status == 404 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "idle session never expired: {r:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_sessions() {
+    let b = Bridge::demo(&["--max-sessions", "2"]).await;
+    let c = client();
+    // Two busy sessions (a call in flight keeps a session from being reclaimed as idle).
+    let mut busy = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let s = Session::open(&c, &b.url).await;
+        ids.push(s.id.clone());
+        busy.push(tokio::spawn(async move {
+            s.call(json!(1), "slow", json!({"seconds": 20, "steps": 0}))
+                .await
+        }));
+    }
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while b.log.count("demo: slow started") < 2 {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    })
+    .await
+    .expect("slow calls did not start");
+    let r = post_with(
+        &c,
+        &b.url,
+        base_headers(),
+        initialize_body(json!(1), LEGACY).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 503, "third session: {r:?}");
+    assert!(r.header("mcp-session-id").is_none());
+
+    // Ending one makes room.
+    let d = c
+        .delete(&b.url)
+        .header("mcp-session-id", &ids[0])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.status(), 200);
+    let r = post_with(
+        &c,
+        &b.url,
+        base_headers(),
+        initialize_body(json!(2), LEGACY).to_string(),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    for t in busy {
+        t.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn isolation_per_session() {
+    let mut b = Bridge::demo(&["--isolation", "session"]).await;
+    let c = client();
+    b.wait_ready(Duration::from_secs(20)).await;
+    let s1 = Session::open(&c, &b.url).await;
+    let s2 = Session::open(&c, &b.url).await;
+    assert_eq!(
+        s1.call(json!(1), "echo", json!({"text": "one"}))
+            .await
+            .text(),
+        "one"
+    );
+    assert_eq!(
+        s2.call(json!(1), "echo", json!({"text": "two"}))
+            .await
+            .text(),
+        "two"
+    );
+    // The shared child plus one per session.
+    assert_eq!(children_of(b.pid()).len(), 3, "log:\n{}", b.log.dump());
+
+    // A crash in one session's child does not touch the other session.
+    let r = s1.call(json!(2), "crash", json!({})).await;
+    assert_eq!(r.error()["data"]["reason"], "child_exited", "{r:?}");
+    assert_eq!(
+        s2.call(json!(2), "echo", json!({"text": "two again"}))
+            .await
+            .text(),
+        "two again"
+    );
+
+    // Ending a session stops its child.
+    let d = c
+        .delete(&b.url)
+        .header("mcp-session-id", &s2.id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(d.status(), 200);
+    let until = std::time::Instant::now() + Duration::from_secs(15);
+    while children_of(b.pid()).len() > 2 {
+        assert!(
+            std::time::Instant::now() < until,
+            "session child still running after DELETE: {:?}; log:\n{}",
+            children_of(b.pid()),
+            b.log.dump()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    b.signal(nix::sys::signal::Signal::SIGTERM);
+    assert!(b.wait_exit(Duration::from_secs(20)).await.is_some());
+}

@@ -570,11 +570,15 @@ pub struct Session {
 }
 
 pub fn initialize_body(id: Value, version: &str) -> Value {
+    initialize_body_caps(id, version, json!({}))
+}
+
+pub fn initialize_body_caps(id: Value, version: &str, caps: Value) -> Value {
     json!({
         "jsonrpc": "2.0", "id": id, "method": "initialize",
         "params": {
             "protocolVersion": version,
-            "capabilities": {},
+            "capabilities": caps,
             "clientInfo": { "name": "mcp-bridge-tests", "version": "0" },
         }
     })
@@ -583,11 +587,16 @@ pub fn initialize_body(id: Value, version: &str) -> Value {
 impl Session {
     /// `initialize` + `notifications/initialized`.
     pub async fn open(c: &reqwest::Client, url: &str) -> Session {
+        Session::open_with_caps(c, url, json!({})).await
+    }
+
+    /// Like `open`, declaring `caps` as the client's capabilities.
+    pub async fn open_with_caps(c: &reqwest::Client, url: &str, caps: Value) -> Session {
         let r = post_with(
             c,
             url,
             base_headers(),
-            initialize_body(json!(0), LEGACY).to_string(),
+            initialize_body_caps(json!(0), LEGACY, caps).to_string(),
         )
         .await;
         assert_eq!(r.status, 200, "initialize: {r:?}");
