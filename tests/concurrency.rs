@@ -66,6 +66,17 @@ async fn colliding_ids_and_progress_tokens() {
             );
             assert_eq!(params["progress"], i as u64 + 1, "client {k}: {p}");
         }
+        // 2026 SSE: no event ids (no resumability), proxies told not to buffer.
+        assert_eq!(
+            rs.header("x-accel-buffering").as_deref(),
+            Some("no"),
+            "client {k}"
+        );
+        assert!(
+            !rs.raw.starts_with("id:") && !rs.raw.contains("\nid:"),
+            "client {k}: event ids on a 2026 stream: {:?}",
+            rs.raw
+        );
         // Nothing but progress and the response on the stream.
         assert_eq!(
             rs.messages.len() as u64,

@@ -185,6 +185,16 @@ async fn get_stream() {
     assert!(ct.starts_with("text/event-stream"), "content-type {ct:?}");
     let mut stream = SseReader::new(r);
 
+    // Only one GET stream per session.
+    let r = c
+        .get(&b.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &s.id)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+
     // A GET with an unknown session → 404.
     let r = c
         .get(&b.url)
@@ -528,4 +538,37 @@ async fn isolation_per_session() {
     }
     b.signal(nix::sys::signal::Signal::SIGTERM);
     assert!(b.wait_exit(Duration::from_secs(20)).await.is_some());
+}
+
+/// For a 2025 client a dropped connection is not a cancellation (only
+/// `notifications/cancelled` is): the child keeps running the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disconnect_is_not_cancellation_2025() {
+    let b = Bridge::demo(&[]).await;
+    let c = client();
+    let s = Session::open(&c, &b.url).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 30, "steps": 0}}});
+    let send = c
+        .post(&s.url)
+        .headers(s.headers())
+        .body(body.to_string())
+        .send();
+    let log = b.log.clone();
+    tokio::select! {
+        r = send => panic!("answered early: {r:?}"),
+        _ = log.expect("demo: slow started id=", Duration::from_secs(10)) => {}
+    }
+    // The request future is gone: the client hung up. Give a cancellation time to show.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        b.log.find("demo: cancelled id=").is_none(),
+        "a 2025 hang-up cancelled the call; log:\n{}",
+        b.log.dump()
+    );
+    // The session is still there.
+    assert_eq!(
+        s.call(json!(2), "echo", json!({"text": "x"})).await.text(),
+        "x"
+    );
 }
