@@ -11,9 +11,13 @@ use tokio_util::codec::Decoder;
 pub enum Line {
     /// A complete line without its terminator (`\n` or `\r\n`). May be empty.
     Frame(Bytes),
-    /// A line longer than the limit; its bytes were discarded. Holds its length.
-    Oversize(usize),
+    /// A line longer than the limit; its bytes were discarded. Holds its length and its first
+    /// bytes (up to `HEAD`), enough to find the id of an over-long response.
+    Oversize(usize, Bytes),
 }
+
+/// How much of an over-long line is kept.
+pub const HEAD: usize = 256;
 
 /// Newline decoder with a length limit.
 #[derive(Debug)]
@@ -23,6 +27,8 @@ pub struct LineDecoder {
     scanned: usize,
     /// Bytes discarded so far while skipping an oversize line.
     discarding: Option<usize>,
+    /// The first bytes of the line being skipped.
+    head: Bytes,
 }
 
 impl LineDecoder {
@@ -31,6 +37,7 @@ impl LineDecoder {
             max: max.max(1),
             scanned: 0,
             discarding: None,
+            head: Bytes::new(),
         }
     }
 }
@@ -47,7 +54,8 @@ impl Decoder for LineDecoder {
                         let _ = buf.split_to(i + 1);
                         self.discarding = None;
                         self.scanned = 0;
-                        return Ok(Some(Line::Oversize(skipped + i)));
+                        let head = std::mem::take(&mut self.head);
+                        return Ok(Some(Line::Oversize(skipped + i, head)));
                     }
                     None => {
                         self.discarding = Some(skipped + buf.len());
@@ -70,6 +78,7 @@ impl Decoder for LineDecoder {
                 }
                 None if buf.len() > self.max => {
                     // Over the limit with no newline in sight: start skipping.
+                    self.head = Bytes::copy_from_slice(&buf[..HEAD.min(buf.len())]);
                     self.discarding = Some(0);
                     continue;
                 }
@@ -86,7 +95,8 @@ impl Decoder for LineDecoder {
             return Ok(Some(line));
         }
         if let Some(skipped) = self.discarding.take() {
-            return Ok(Some(Line::Oversize(skipped)));
+            let head = std::mem::take(&mut self.head);
+            return Ok(Some(Line::Oversize(skipped, head)));
         }
         if buf.is_empty() {
             return Ok(None);
@@ -180,7 +190,7 @@ mod tests {
             out,
             vec![
                 Line::Frame(Bytes::from_static(b"ok")),
-                Line::Oversize(10),
+                Line::Oversize(10, Bytes::from_static(b"0123456")),
                 Line::Frame(Bytes::from_static(b"next")),
             ]
         );

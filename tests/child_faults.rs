@@ -159,15 +159,24 @@ async fn junk_on_stdout_is_skipped() {
     assert_eq!(b.log.count("child started"), 1, "log:\n{}", b.log.dump());
 }
 
-/// A response line over `--max-line` cannot be delivered; the caller gets a bounded error
-/// (the call timeout), and the bridge keeps serving.
+/// A response line over `--max-line` cannot be delivered; the bridge recognises the id at the
+/// start of the line and fails that call at once (not at its timeout), and keeps serving.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn oversize_response_fails_bounded() {
-    let b = Bridge::demo(&["--max-line", "4096", "--call-timeout", "1s"]).await;
+    let b = Bridge::demo(&["--max-line", "4096", "--call-timeout", "30s"]).await;
     let c = client();
+    let started = std::time::Instant::now();
     let r = call_modern(&c, &b.url, json!(1), "bytes", json!({"n": 10000})).await;
     assert_eq!(r.status, 200, "{r:?}");
-    assert_eq!(r.error_code(), -32000, "{r:?}");
+    assert_eq!(r.error_code(), -32603, "{r:?}");
+    assert_eq!(
+        r.messages[0]["error"]["data"]["reason"], "response_too_large",
+        "{r:?}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "waited for the timeout"
+    );
     let r = call_modern(&c, &b.url, json!(2), "echo", json!({"text": "next"})).await;
     assert_eq!(r.text(), "next");
 }

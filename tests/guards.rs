@@ -60,7 +60,6 @@ async fn body_limit_413() {
 /// `Connection: close`, or a keep-alive client reuses the dying connection and its next
 /// request fails (seen with reqwest as `hyper::Error(IncompleteMessage)`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: 413 responses lack Connection: close although the bridge closes the connection"]
 async fn oversize_body_413_says_connection_close() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let b = Bridge::demo(&["--max-body", "1KiB"]).await;

@@ -298,7 +298,6 @@ async fn explicit_cancel_ends_call() {
 
 /// ... and the child must hear of it, under the id the bridge gave the call (not the client's).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: a 2025 client's notifications/cancelled never reaches the child (CancelGuard is detached for 2025 calls)"]
 async fn explicit_cancel_reaches_child() {
     let (b, s, _call, child_id) = slow_on_session().await;
     let st = s
@@ -391,7 +390,7 @@ async fn server_request_round_trip() {
 /// that needs input must see a real server request (digest §12 item 15), not a raw 2026
 /// `input_required` result it cannot understand.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "bug: 2026 input_required results reach 2025 clients untranslated (no MRTR -> server request bridging)"]
+#[ignore = "issue 7: 2026 input_required -> 2025 server requests is not bridged yet"]
 async fn input_required_becomes_server_request_for_2025_client() {
     let b = Bridge::demo(&[]).await;
     let c = client();

@@ -140,6 +140,18 @@ async fn handle(app: Arc<App>, req: Request<Incoming>, _peer: SocketAddr) -> Res
             _ => status_only(StatusCode::NOT_FOUND),
         },
     };
+    let mut resp = resp;
+    if matches!(
+        resp.status(),
+        StatusCode::PAYLOAD_TOO_LARGE
+            | StatusCode::FORBIDDEN
+            | StatusCode::UNSUPPORTED_MEDIA_TYPE
+            | StatusCode::NOT_ACCEPTABLE
+    ) {
+        // Answered without reading the whole body: the connection cannot be reused.
+        resp.headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
     app.metrics
         .http_response(route, method.as_str(), resp.status().as_u16());
     resp

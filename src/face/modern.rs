@@ -201,13 +201,15 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         Kind::Request => {}
     }
     let method = pc.env.method();
+    // Validation needs the child's tool list (Mcp-Param-* rules): wait for it to be ready.
+    let info = app.upstream.info(app.cfg.start_wait).await;
     let upstream = app.upstream.clone();
     let th = |tool: &str| upstream.tool_headers(tool);
     if let Err(r) = validate(pc.headers, method, pc.env.params, &th) {
         app.metrics.rpc_error(&app.server, method, r.code, "bridge");
         return rpc_error(r.status, id, r.code, &r.message, r.data.as_ref());
     }
-    let info = match app.upstream.info(app.cfg.start_wait).await {
+    let info = match info {
         Ok(i) => i,
         Err(e) => {
             app.metrics

@@ -731,9 +731,10 @@ impl ChildUpstream {
         while let Some(item) = lines.next().await {
             match item {
                 Ok(Line::Frame(f)) => self.on_frame(&proc, f),
-                Ok(Line::Oversize(n)) => {
+                Ok(Line::Oversize(n, head)) => {
                     self.inner.metrics.dropped("oversize");
                     warn!(server = %name, bytes = n, "child wrote a line over the limit; skipped");
+                    self.fail_oversize_response(&proc, &head, n);
                 }
                 Err(e) => {
                     warn!(server = %name, "reading child stdout failed: {e}");
@@ -742,6 +743,35 @@ impl ChildUpstream {
             }
         }
         debug!(server = %name, "child stdout closed");
+    }
+
+    /// An over-long line that starts like a response to one of our calls fails that call now
+    /// instead of leaving it to its timeout.
+    fn fail_oversize_response(&self, proc: &Arc<Proc>, head: &[u8], len: usize) {
+        let Some(id) = response_id_in_head(head) else {
+            return;
+        };
+        let Some(p) = lock(&proc.pending).remove(&id) else {
+            return;
+        };
+        if let Some(s) = p.sinks {
+            let msg = format!(
+                "the upstream's response ({len} bytes) exceeds the bridge's line limit ({} bytes; see --max-line)",
+                self.inner.cfg.max_line
+            );
+            let e = jsonrpc::error_object(
+                jsonrpc::code::INTERNAL_ERROR,
+                &msg,
+                Some(&serde_json::json!({"reason": "response_too_large"})),
+            );
+            self.inner.metrics.rpc_error(
+                &self.inner.cfg.name,
+                &p.method,
+                jsonrpc::code::INTERNAL_ERROR,
+                "bridge",
+            );
+            let _ = s.outcome.send(Outcome::Error(jsonrpc::raw(&e)));
+        }
     }
 
     fn on_frame(&self, proc: &Arc<Proc>, f: Bytes) {
@@ -943,6 +973,25 @@ impl ChildUpstream {
     }
 }
 
+/// The bridge-minted id of a response whose line starts with `head`, if it looks like one:
+/// `"id":<digits>` before any `"method"` key.
+fn response_id_in_head(head: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(head, b"\"id\"")?;
+    if memchr::memmem::find(&head[..at], b"\"method\"").is_some() {
+        return None;
+    }
+    let rest = &head[at + 4..];
+    let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+    let rest = rest.strip_prefix(b":")?;
+    let digits: Vec<u8> = rest
+        .iter()
+        .copied()
+        .skip_while(|b| *b == b' ' || *b == b'"')
+        .take_while(u8::is_ascii_digit)
+        .collect();
+    std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
 async fn write_stdin(
     mut stdin: tokio::process::ChildStdin,
     mut rx: mpsc::Receiver<Bytes>,
@@ -1029,4 +1078,19 @@ fn group_alive(pid: u32) -> bool {
         return false;
     };
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(p), None).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn finds_response_ids_in_heads() {
+        use super::response_id_in_head as f;
+        assert_eq!(
+            f(br#"{"jsonrpc":"2.0","id":42,"result":{"content":[{"#),
+            Some(42)
+        );
+        assert_eq!(f(br#"{"id": "7","result""#), Some(7));
+        assert_eq!(f(br#"{"jsonrpc":"2.0","method":"x","id":3"#), None);
+        assert_eq!(f(b"xxxxxxxx"), None);
+    }
 }
