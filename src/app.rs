@@ -43,6 +43,8 @@ pub async fn run_serve(
         stopping: stopping.clone(),
         children: children.clone(),
         tracker: tracker.clone(),
+        parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
+        signer: Arc::new(crate::mrtr::StateSigner::new()),
     });
     let face = tokio::spawn(http::serve(listener, app.clone(), grace));
     shutdown.cancelled().await;

@@ -16,5 +16,6 @@ pub mod face;
 pub mod framing;
 pub mod jsonrpc;
 pub mod metrics;
+pub mod mrtr;
 pub mod protocol;
 pub mod upstream;

@@ -363,7 +363,6 @@ async fn http2_prior_knowledge() {
 /// A 2026 client calls a tool of a 2025-era child that asks for elicitation: the bridge must
 /// answer with an `input_required` result (digest §12 item 14), not fail the call.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 7: 2025 server requests -> 2026 input_required (MRTR) is not bridged yet"]
 async fn legacy_child_elicitation_becomes_input_required() {
     let b = Bridge::demo(&["--demo-era", "legacy"]).await;
     let c = client();
@@ -384,4 +383,51 @@ async fn legacy_child_elicitation_becomes_input_required() {
         reqs.values().any(|v| v["method"] == "elicitation/create"),
         "{res}"
     );
+    let (key, _) = reqs.iter().next().unwrap();
+    let state = res["requestState"].as_str().unwrap().to_owned();
+
+    // A retry with other arguments is refused (the state is bound to them).
+    let forged = modern_request(
+        json!(2),
+        "tools/call",
+        json!({"name": "elicit", "arguments": {"message": "someone else"},
+               "inputResponses": {key: {"action": "decline"}}, "requestState": state,
+               "_meta": {META_CAPS: {"elicitation": {}}}}),
+    );
+    let r = post_modern(&c, &b.url, &forged).await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+
+    // The real retry (new id) resumes the parked call in the child and gets the final result.
+    let retry = modern_request(
+        json!(3),
+        "tools/call",
+        json!({"name": "elicit", "arguments": {"message": "who?"},
+               "inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+               "requestState": state,
+               "_meta": {META_CAPS: {"elicitation": {}}}}),
+    );
+    let r = post_modern(&c, &b.url, &retry).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(r.messages.last().unwrap()["id"], 3, "{r:?}");
+    let text = r.text();
+    assert!(
+        text.contains("action=accept") && text.contains("Ada"),
+        "{text}"
+    );
+    assert_eq!(r.result()["resultType"], "complete", "{r:?}");
+
+    // The same state cannot be used twice.
+    let r = post_modern(&c, &b.url, &retry).await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+
+    // Without the capability in this request, the child is refused and the call completes
+    // without asking.
+    let body = modern_request(
+        json!(4),
+        "tools/call",
+        json!({"name": "elicit", "arguments": {"message": "who?"}}),
+    );
+    let r = post_modern(&c, &b.url, &body).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_ne!(r.result()["resultType"], "input_required", "{r:?}");
 }

@@ -59,6 +59,9 @@ pub struct App {
     /// Cancelled when children must stop (after the drain).
     pub children: CancellationToken,
     pub tracker: TaskTracker,
+    /// 2026 clients' calls to a 2025 child, parked while the client gathers input.
+    pub parked: Arc<crate::mrtr::ParkStore<crate::upstream::child::CallHandle>>,
+    pub signer: Arc<crate::mrtr::StateSigner>,
 }
 
 const ROUTE_MCP: &str = "mcp";
@@ -80,6 +83,12 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
                 tokio::select! {
                     _ = tokio::time::sleep(every) => {}
                     _ = app.stopping.cancelled() => break,
+                }
+                for p in app.parked.take_expired() {
+                    let mut h = p.handle;
+                    h.set_cancel_reason("timeout");
+                    app.metrics.cancelled("timeout");
+                    info!(method = %p.method, "a call waiting for client input expired; cancelled");
                 }
                 let n = app.sessions.expire(app.cfg.session_idle);
                 if n > 0 {
@@ -432,6 +441,7 @@ impl App {
         cancel: CancellationToken,
         session: Option<Arc<Session>>,
         on_done: Option<Box<dyn Send + Sync>>,
+        mrtr: Option<respond::MrtrCtx>,
     ) -> Response<Body> {
         let started = Instant::now();
         let id = pc.env.id.map(RawValue::get).unwrap_or("null");
@@ -455,30 +465,46 @@ impl App {
                 );
             }
         };
-        let deadline = started + self.cfg.call_timeout;
         if client_era == Era::Legacy {
             // A 2025 client's dropped connection is not a cancellation.
-            handle.detach_until(deadline);
+            handle.detach_until(started + self.cfg.call_timeout);
         }
-        let r = Responder {
+        let mut r = self.responder(pc, method, client_era, cancel, started);
+        r.orig_token = orig_token;
+        r.server_requests = session.map(|s| s as Arc<dyn respond::ServerRequestSink>);
+        r.on_done = on_done;
+        r.mrtr = mrtr;
+        r.respond(handle).await
+    }
+
+    /// A responder for the POST `pc`, with the defaults every call shares.
+    pub fn responder(
+        &self,
+        pc: &PostCtx<'_>,
+        method: &str,
+        client_era: Era,
+        cancel: CancellationToken,
+        started: Instant,
+    ) -> Responder {
+        Responder {
             metrics: self.metrics.clone(),
             server: self.server.clone(),
             method: method.to_owned(),
-            orig_id: jsonrpc::raw(id),
-            orig_token,
+            orig_id: jsonrpc::raw(pc.env.id.map(RawValue::get).unwrap_or("null")),
+            orig_token: None,
             client_era,
             accept_json: pc.accept_json,
             accept_sse: pc.accept_sse,
-            deadline,
+            deadline: started + self.cfg.call_timeout,
             timeout: self.cfg.call_timeout,
             cancel,
             keepalive: self.cfg.keepalive,
-            server_requests: session.map(|s| s as Arc<dyn respond::ServerRequestSink>),
+            server_requests: None,
             extra_headers: Vec::new(),
             started,
-            on_done,
-        };
-        r.respond(handle).await
+            on_done: None,
+            mrtr: None,
+        }
     }
 }
 
@@ -762,6 +788,7 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                 cancel,
                 Some(s.clone()),
                 Some(Box::new(done)),
+                None,
             )
             .await
         }

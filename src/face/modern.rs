@@ -242,18 +242,129 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
             _ => {}
         }
     }
+    let mut ctx = CallCtx::modern();
+    let mut mrtr = None;
+    if info.era == Era::Legacy && crate::mrtr::is_mrtr_method(method) {
+        // The 2025 child may ask for input: that becomes input_required for this client.
+        let state = pc
+            .env
+            .params
+            .and_then(Fields::parse)
+            .and_then(|f| f.get("requestState").map(|v| v.get().to_owned()));
+        if let Some(state) = state {
+            return resume(app, pc, method, &state).await;
+        }
+        ctx.accepts_server_requests = true;
+        mrtr = Some(mrtr_ctx(app, pc, 0, None));
+    }
     let params = pc.env.params.map(|p| p.to_owned());
     app.run_call(
         &app.upstream,
         pc,
         method,
         params,
-        CallCtx::modern(),
+        ctx,
         app.children.child_token(),
         None,
         None,
+        mrtr,
     )
     .await
+}
+
+/// How long a call may wait for its client's input before it is cancelled.
+const INPUT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Who the caller is, for binding `requestState`. Until authentication identifies callers,
+/// every caller is the same principal (the state is still bound to method and arguments).
+fn principal(_pc: &PostCtx<'_>) -> String {
+    "anonymous".to_owned()
+}
+
+fn mrtr_ctx(app: &App, pc: &PostCtx<'_>, round: u32, park_id: Option<u64>) -> respond::MrtrCtx {
+    respond::MrtrCtx {
+        store: app.parked.clone(),
+        signer: app.signer.clone(),
+        caps: jsonrpc::meta_field(pc.env.params, protocol::META_CLIENT_CAPABILITIES)
+            .map(|c| c.to_owned()),
+        principal: principal(pc),
+        digest: crate::mrtr::params_digest(pc.env.params),
+        ttl: INPUT_TTL,
+        upstream: app.upstream.clone(),
+        round,
+        park_id,
+    }
+}
+
+/// A 2026 client retries a call the bridge parked: hand its answers to the 2025 child as
+/// responses to the child's own requests, then carry on with the call.
+async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> Response<Body> {
+    let rid = pc.env.id.map(RawValue::get).unwrap_or("null");
+    let bad = |msg: String| {
+        app.metrics
+            .rpc_error(&app.server, method, code::INVALID_PARAMS, "bridge");
+        rpc_error(StatusCode::OK, Some(rid), code::INVALID_PARAMS, &msg, None)
+    };
+    let Ok(state) = serde_json::from_str::<String>(state_raw) else {
+        return bad("requestState must be a string".into());
+    };
+    if !crate::mrtr::StateSigner::is_ours(&state) {
+        return bad("requestState is unknown to this server".into());
+    }
+    let who = principal(pc);
+    let digest = crate::mrtr::params_digest(pc.env.params);
+    let claims = match app.signer.verify(&state, &who, method, &digest) {
+        Ok(c) => c,
+        Err(e) => return bad(format!("cannot resume: {e}")),
+    };
+    let Some(mut parked) = app.parked.take(claims.park) else {
+        return bad("cannot resume: the call is no longer waiting (answered already, expired, or the server restarted)".into());
+    };
+    if parked.round != claims.round {
+        let _ = app.parked.put(claims.park, parked);
+        return bad("cannot resume: requestState is from an earlier round".into());
+    }
+    let answers = pc
+        .env
+        .params
+        .and_then(Fields::parse)
+        .and_then(|f| f.get("inputResponses"))
+        .and_then(Fields::parse);
+    let mut still = Vec::new();
+    for (key, id, m, p) in parked.waiting.drain(..) {
+        match answers.as_ref().and_then(|a| a.get(&key)) {
+            Some(v) => {
+                if let Err(e) = app
+                    .upstream
+                    .send_response(jsonrpc::result(id.get(), v.get()))
+                {
+                    tracing::warn!("could not hand an input response to the child: {e}");
+                }
+            }
+            None => still.push((key, id, m, p)),
+        }
+    }
+    app.metrics.rpc_request(&app.server, method);
+    if !still.is_empty() {
+        // Some answers are missing: ask again for those (a new round, same parked call).
+        let round = parked.round + 1;
+        let st = app
+            .signer
+            .sign(claims.park, round, INPUT_TTL, &who, method, &digest);
+        let body = respond::input_required_result(&still, &st);
+        parked.waiting = still;
+        parked.round = round;
+        parked.expires = std::time::Instant::now() + INPUT_TTL;
+        if app.parked.put(claims.park, parked).is_err() {
+            return bad("cannot resume: too many calls waiting for input".into());
+        }
+        return respond::json(StatusCode::OK, jsonrpc::result(rid, &body));
+    }
+    let started = std::time::Instant::now();
+    let mut r = app.responder(pc, method, Era::Modern, app.children.child_token(), started);
+    r.orig_token = jsonrpc::meta_field(pc.env.params, "progressToken").map(|t| t.to_owned());
+    r.mrtr = Some(mrtr_ctx(app, pc, parked.round, Some(claims.park)));
+    r.respond(parked.handle).await
 }
 
 /// A `DiscoverResult` built from a 2025 child's `InitializeResult`.

@@ -89,6 +89,8 @@ pub struct Responder {
     pub started: Instant,
     /// Dropped when the response is complete (e.g. forgets a 2025 call's cancel handle).
     pub on_done: Option<Box<dyn Send + Sync>>,
+    /// Set for 2026 clients of a 2025 upstream: server requests become `input_required`.
+    pub mrtr: Option<MrtrCtx>,
 }
 
 enum Step {
@@ -232,60 +234,144 @@ impl Responder {
         r
     }
 
+    /// Advance the call to the next thing to send: an interim frame, the final frame, or
+    /// nothing (a cancelled 2025 call ends without a response). `h` is taken when parked.
+    async fn next(&self, h: &mut Option<CallHandle>) -> Option<Next> {
+        loop {
+            let hh = h.as_mut()?;
+            let o = match self.step(hh).await {
+                Step::Event(Some(ev @ CallEvent::ServerRequest { .. })) if self.mrtr.is_some() => {
+                    match self.try_park(h, ev) {
+                        Some(frame) => return Some(Next::Final(StatusCode::OK, frame)),
+                        None => continue,
+                    }
+                }
+                Step::Event(Some(ev)) => match self.event_frame(ev) {
+                    Some(b) => return Some(Next::Frame(b)),
+                    None => continue,
+                },
+                Step::Event(None) => {
+                    Outcome::Failed(BridgeError::ChildExited("the call was dropped".into()))
+                }
+                Step::Done(o) => o,
+                Step::Timeout => self.timeout_outcome(hh),
+                Step::Cancelled if self.client_era == Era::Legacy && self.accept_sse => {
+                    // 2025: a cancelled request gets no response.
+                    let _ = self.cancelled_outcome(hh);
+                    return None;
+                }
+                Step::Cancelled => self.cancelled_outcome(hh),
+            };
+            let (status, frame) = self.final_frame(o);
+            return Some(Next::Final(status, frame));
+        }
+    }
+
+    /// A 2025 upstream asks the client something during a 2026 client's call: park the call
+    /// and answer with `input_required` (only for capabilities this request declared; the
+    /// upstream gets an error for the others). Returns the final frame, or None to go on.
+    fn try_park(&self, h: &mut Option<CallHandle>, first: CallEvent) -> Option<Bytes> {
+        let m = self.mrtr.as_ref()?;
+        let hh = h.as_mut()?;
+        let mut asked = vec![first];
+        while let Ok(ev) = hh.events.try_recv() {
+            asked.push(ev);
+        }
+        let mut waiting = Vec::new();
+        for ev in asked {
+            let CallEvent::ServerRequest { id, method, params } = ev else {
+                continue; // interim notifications cannot follow an input_required answer
+            };
+            let declared = crate::mrtr::required_capability(&method, params.as_deref())
+                .is_some_and(|need| crate::mrtr::capability_declared(m.caps.as_deref(), need));
+            if declared {
+                let key = format!("input{}", waiting.len() + 1);
+                waiting.push((key, id, method, params));
+            } else {
+                self.metrics.dropped("undeclared_capability");
+                let msg = format!(
+                    "the client did not declare the capability {method} needs in this request"
+                );
+                let _ = m.upstream.send_response(jsonrpc::error(
+                    Some(id.get()),
+                    code::METHOD_NOT_FOUND,
+                    &msg,
+                    None,
+                ));
+            }
+        }
+        if waiting.is_empty() {
+            return None;
+        }
+        let park_id = m.park_id.unwrap_or_else(|| m.store.next_id());
+        let round = m.round + 1;
+        let state = m
+            .signer
+            .sign(park_id, round, m.ttl, &m.principal, &self.method, &m.digest);
+        let body = input_required_result(&waiting, &state);
+        let handle = h.take()?;
+        let parked = crate::mrtr::Parked {
+            handle,
+            waiting,
+            round,
+            principal: m.principal.clone(),
+            method: self.method.clone(),
+            digest: m.digest.clone(),
+            expires: Instant::now() + m.ttl,
+        };
+        if let Err(p) = m.store.put(park_id, parked) {
+            // Full: refuse the upstream's requests and let the call go on without input.
+            for (_, id, method, _) in &p.waiting {
+                let _ = m.upstream.send_response(jsonrpc::error(
+                    Some(id.get()),
+                    code::INTERNAL_ERROR,
+                    &format!("mcp-bridge cannot hold more calls waiting for input ({method})"),
+                    None,
+                ));
+            }
+            *h = Some(p.handle);
+            return None;
+        }
+        self.metrics.latency(
+            &self.server,
+            &self.method,
+            self.started.elapsed().as_secs_f64(),
+        );
+        Some(jsonrpc::result(self.orig_id.get(), &body))
+    }
+
     /// Wait for the first thing the call produces and answer accordingly.
-    pub async fn respond(self, mut h: CallHandle) -> Response<Body> {
+    pub async fn respond(self, h: CallHandle) -> Response<Body> {
+        let mut h = Some(h);
         // A call that takes a while gets its headers anyway (as an SSE stream with keep-alives),
         // so clients and proxies with header timeouts do not give up on long tool calls.
         let first = if self.accept_sse {
             tokio::select! {
-                s = self.step(&mut h) => s,
+                n = self.next(&mut h) => n,
                 _ = tokio::time::sleep(SSE_AFTER) => return self.sse(h, None),
             }
         } else {
-            self.step(&mut h).await
+            self.next(&mut h).await
         };
-        let outcome = match first {
-            Step::Done(o) => Some(o),
-            Step::Timeout => Some(self.timeout_outcome(&mut h)),
-            Step::Cancelled => Some(self.cancelled_outcome(&mut h)),
-            Step::Event(None) => Some(Outcome::Failed(BridgeError::ChildExited(
-                "the call was dropped".into(),
-            ))),
-            Step::Event(Some(ev)) if !self.accept_sse => {
-                // The client cannot take a stream: drop what is not the answer, but a server
-                // request it cannot see would hang the call, so refuse it to the child.
-                drop(ev);
-                None
+        match first {
+            Some(Next::Final(status, body)) if self.accept_json || !self.accept_sse => {
+                self.with_headers(json(status, body))
             }
-            Step::Event(Some(ev)) => return self.sse(h, Some(ev)),
-        };
-        if let Some(o) = outcome {
-            if self.accept_json || !self.accept_sse {
-                let (status, body) = self.final_frame(o);
-                return self.with_headers(json(status, body));
-            }
-            return self.sse_single(o);
-        }
-        // JSON-only client: wait for the final answer, dropping interim traffic.
-        loop {
-            match self.step(&mut h).await {
-                Step::Event(Some(_)) => continue,
-                Step::Event(None) => {}
-                Step::Done(o) => {
-                    let (status, body) = self.final_frame(o);
-                    return self.with_headers(json(status, body));
-                }
-                Step::Timeout => {
-                    let o = self.timeout_outcome(&mut h);
-                    let (status, body) = self.final_frame(o);
-                    return self.with_headers(json(status, body));
-                }
-                Step::Cancelled => {
-                    let o = self.cancelled_outcome(&mut h);
-                    let (status, body) = self.final_frame(o);
-                    return self.with_headers(json(status, body));
+            Some(Next::Final(_, body)) => self.sse_headers(full(framing::sse_event(&body))),
+            Some(frame @ Next::Frame(_)) if self.accept_sse => self.sse(h, Some(frame)),
+            Some(Next::Frame(_)) => {
+                // JSON-only client: wait for the final answer, dropping interim traffic.
+                loop {
+                    match self.next(&mut h).await {
+                        Some(Next::Frame(_)) => continue,
+                        Some(Next::Final(status, body)) => {
+                            return self.with_headers(json(status, body))
+                        }
+                        None => return status_only(StatusCode::ACCEPTED),
+                    }
                 }
             }
+            None => self.sse_headers(empty()),
         }
     }
 
@@ -301,20 +387,17 @@ impl Responder {
         self.with_headers(r)
     }
 
-    fn sse_single(self, o: Outcome) -> Response<Body> {
-        let (_, frame) = self.final_frame(o);
-        self.sse_headers(full(framing::sse_event(&frame)))
-    }
-
-    fn sse(self, h: CallHandle, first: Option<CallEvent>) -> Response<Body> {
+    fn sse(self, h: Option<CallHandle>, first: Option<Next>) -> Response<Body> {
         struct St {
             r: Responder,
-            h: CallHandle,
-            first: Option<CallEvent>,
+            h: Option<CallHandle>,
+            first: Option<Next>,
             done: bool,
             _gauge: GaugeGuard,
         }
         let gauge = GaugeGuard::new(self.metrics.sse_streams().clone());
+        let mut r = Response::new(empty());
+        let h_extra: Vec<(&'static str, String)> = self.extra_headers.clone();
         let st = St {
             r: self,
             h,
@@ -322,64 +405,93 @@ impl Responder {
             done: false,
             _gauge: gauge,
         };
-        let headers_from = Responder {
-            metrics: st.r.metrics.clone(),
-            server: st.r.server.clone(),
-            method: String::new(),
-            orig_id: jsonrpc::raw("null"),
-            orig_token: None,
-            client_era: st.r.client_era,
-            accept_json: false,
-            accept_sse: true,
-            deadline: st.r.deadline,
-            timeout: st.r.timeout,
-            cancel: CancellationToken::new(),
-            keepalive: st.r.keepalive,
-            server_requests: None,
-            extra_headers: st.r.extra_headers.clone(),
-            started: st.r.started,
-            on_done: None,
-        };
         let stream = futures_util::stream::unfold(st, |mut st| async move {
             if st.done {
                 return None;
             }
-            if let Some(ev) = st.first.take() {
-                let f = st.r.event_frame(ev).map(|b| framing::sse_event(&b));
-                return Some((Ok::<_, Infallible>(Frame::data(f.unwrap_or_default())), st));
-            }
-            loop {
-                let ka = tokio::time::sleep(st.r.keepalive);
-                let step = tokio::select! {
-                    s = st.r.step(&mut st.h) => s,
-                    _ = ka => {
-                        return Some((Ok(Frame::data(Bytes::from_static(framing::SSE_KEEPALIVE))), st));
+            let next = match st.first.take() {
+                Some(n) => Some(n),
+                None => {
+                    let ka = tokio::time::sleep(st.r.keepalive);
+                    tokio::select! {
+                        n = st.r.next(&mut st.h) => n,
+                        _ = ka => {
+                            return Some((Ok::<_, Infallible>(Frame::data(Bytes::from_static(framing::SSE_KEEPALIVE))), st));
+                        }
                     }
-                };
-                let o = match step {
-                    Step::Event(Some(ev)) => match st.r.event_frame(ev) {
-                        Some(b) => return Some((Ok(Frame::data(framing::sse_event(&b))), st)),
-                        None => continue,
-                    },
-                    Step::Event(None) => {
-                        Outcome::Failed(BridgeError::ChildExited("the call was dropped".into()))
-                    }
-                    Step::Done(o) => o,
-                    Step::Timeout => st.r.timeout_outcome(&mut st.h),
-                    Step::Cancelled if st.r.client_era == Era::Legacy => {
-                        // 2025: a cancelled request gets no response; end the stream.
-                        let _ = st.r.cancelled_outcome(&mut st.h);
-                        return None;
-                    }
-                    Step::Cancelled => st.r.cancelled_outcome(&mut st.h),
-                };
-                st.done = true;
-                let (_, frame) = st.r.final_frame(o);
-                return Some((Ok(Frame::data(framing::sse_event(&frame))), st));
+                }
+            };
+            match next? {
+                Next::Frame(b) => Some((Ok(Frame::data(framing::sse_event(&b))), st)),
+                Next::Final(_, b) => {
+                    st.done = true;
+                    Some((Ok(Frame::data(framing::sse_event(&b))), st))
+                }
             }
         });
-        headers_from.sse_headers(BodyExt::boxed_unsync(StreamBody::new(stream)))
+        *r.body_mut() = BodyExt::boxed_unsync(StreamBody::new(stream));
+        let hm = r.headers_mut();
+        hm.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        hm.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        hm.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        for (k, v) in &h_extra {
+            if let Ok(v) = HeaderValue::from_str(v) {
+                hm.insert(*k, v);
+            }
+        }
+        r
     }
+}
+
+/// What to send next on a response.
+pub enum Next {
+    /// An interim message (notification or server request), as a JSON frame.
+    Frame(Bytes),
+    /// The final response and the HTTP status it would carry as a JSON body.
+    Final(StatusCode, Bytes),
+}
+
+/// `{"resultType":"input_required","inputRequests":{...},"requestState":"..."}`
+pub fn input_required_result(
+    waiting: &[(String, Box<RawValue>, String, Option<Box<RawValue>>)],
+    state: &str,
+) -> String {
+    let mut reqs = serde_json::Map::new();
+    for (key, _, method, params) in waiting {
+        let p: serde_json::Value = params
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_else(|| serde_json::json!({}));
+        reqs.insert(
+            key.clone(),
+            serde_json::json!({"method": method, "params": p}),
+        );
+    }
+    serde_json::json!({
+        "resultType": "input_required",
+        "inputRequests": reqs,
+        "requestState": state,
+    })
+    .to_string()
+}
+
+/// What a 2026 client's call needs to be parked for input (2025 upstream only).
+pub struct MrtrCtx {
+    pub store: Arc<crate::mrtr::ParkStore<CallHandle>>,
+    pub signer: Arc<crate::mrtr::StateSigner>,
+    /// The request's `clientCapabilities`.
+    pub caps: Option<Box<RawValue>>,
+    pub principal: String,
+    pub digest: String,
+    pub ttl: Duration,
+    pub upstream: crate::upstream::child::ChildUpstream,
+    /// The round the client's request answered (0 for a first request).
+    pub round: u32,
+    /// Reuse this parked-call id when resuming.
+    pub park_id: Option<u64>,
 }
 
 /// Keeps a gauge incremented while alive.

@@ -915,26 +915,30 @@ impl ChildUpstream {
         }
         let route = {
             let g = lock(&proc.pending);
-            let callers: Vec<&Pending> = g.values().filter(|p| p.sinks.is_some()).collect();
+            // Only calls whose caller can answer (a 2025 client on a stream, or a 2026 client
+            // of a method that may return input_required) are candidates.
+            let callers: Vec<&Pending> = g
+                .values()
+                .filter(|p| p.sinks.is_some() && p.accepts_server_requests)
+                .collect();
             let sessions: std::collections::HashSet<Option<&Arc<str>>> =
                 callers.iter().map(|p| p.session.as_ref()).collect();
             if callers.len() == 1 {
-                let p = callers[0];
-                match (&p.sinks, p.accepts_server_requests) {
-                    (Some(s), true) => Route::Call(s.events.clone()),
-                    _ => Route::Nobody(
-                        "the client of the running request cannot receive server requests",
-                    ),
+                match &callers[0].sinks {
+                    Some(s) => Route::Call(s.events.clone()),
+                    None => Route::Nobody("the call ended"),
                 }
-            } else if sessions.len() == 1 {
+            } else if callers.len() > 1 && sessions.len() == 1 {
                 match sessions.into_iter().next().flatten() {
                     Some(s) => Route::Session(s.clone()),
-                    None => Route::Nobody("no 2025-era client session to route it to"),
+                    None => {
+                        Route::Nobody("several 2026 calls are running; cannot tell which one asks")
+                    }
                 }
             } else if callers.is_empty() {
                 match &self.inner.owner_session {
                     Some(s) => Route::Session(s.clone()),
-                    None => Route::Nobody("no request in flight to attribute it to"),
+                    None => Route::Nobody("no request in flight whose client can answer it"),
                 }
             } else {
                 Route::Nobody("several clients share this child; cannot tell whom it asks (use --isolation session)")

@@ -1,0 +1,332 @@
+//! Multi-round-trip (2026 `input_required`) bookkeeping for translating between eras:
+//! the bridge's own `requestState` (HMAC-signed, expiring, bound to the caller, the method and
+//! the params), the capability gate for input requests, and the parked-call store.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde_json::value::RawValue;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::jsonrpc::Fields;
+
+const PREFIX: &str = "mcpb1.";
+
+/// Methods whose 2026 results may be `input_required`.
+pub fn is_mrtr_method(method: &str) -> bool {
+    matches!(method, "tools/call" | "prompts/get" | "resources/read")
+}
+
+/// A digest of the request params that must stay the same across rounds: everything but
+/// `_meta`, `inputResponses` and `requestState`, with keys sorted.
+pub fn params_digest(params: Option<&RawValue>) -> String {
+    let mut v: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or(Value::Null);
+    if let Some(o) = v.as_object_mut() {
+        o.remove("_meta");
+        o.remove("inputResponses");
+        o.remove("requestState");
+    }
+    // serde_json's default map is a BTreeMap: this serialisation has sorted keys.
+    let s = v.to_string();
+    let d = Sha256::digest(s.as_bytes());
+    hex(&d[..16])
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Signs and checks the bridge's `requestState` values.
+pub struct StateSigner {
+    key: [u8; 32],
+}
+
+/// What a valid `requestState` of ours says.
+#[derive(Debug, PartialEq, Eq)]
+pub struct StateClaims {
+    pub park: u64,
+    pub round: u32,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    #[error("requestState was not issued by this bridge or was altered")]
+    Invalid,
+    #[error("requestState has expired")]
+    Expired,
+    #[error("requestState belongs to another caller, method or set of arguments")]
+    Mismatch,
+}
+
+impl StateSigner {
+    pub fn new() -> Self {
+        let mut key = [0u8; 32];
+        // Without OS randomness a fixed key would make states forgeable; fall back to a key
+        // derived from the time and address space, and say so.
+        if getrandom::fill(&mut key).is_err() {
+            tracing::warn!("no OS randomness for the requestState key; using a weaker key");
+            let seed = format!("{:?}{:p}", SystemTime::now(), &key);
+            key.copy_from_slice(&Sha256::digest(seed.as_bytes()));
+        }
+        Self { key }
+    }
+
+    fn mac(&self, payload: &str) -> Vec<u8> {
+        // HMAC accepts keys of any length, so this cannot fail.
+        let Ok(mut m) = Hmac::<Sha256>::new_from_slice(&self.key) else {
+            return Vec::new();
+        };
+        m.update(payload.as_bytes());
+        m.finalize().into_bytes().to_vec()
+    }
+
+    /// A state for parked call `park`, valid for `ttl`, bound to the caller, method and params.
+    pub fn sign(
+        &self,
+        park: u64,
+        round: u32,
+        ttl: Duration,
+        principal: &str,
+        method: &str,
+        digest: &str,
+    ) -> String {
+        let exp = SystemTime::now()
+            .checked_add(ttl)
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_secs());
+        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let payload = format!(
+            "{park}.{round}.{exp}.{}",
+            b.encode(Sha256::digest(format!("{principal}\n{method}\n{digest}")))
+        );
+        let sig = b.encode(self.mac(&payload));
+        format!("{PREFIX}{payload}.{sig}")
+    }
+
+    /// Does this look like one of ours (as opposed to an upstream's own state)?
+    pub fn is_ours(state: &str) -> bool {
+        state.starts_with(PREFIX)
+    }
+
+    pub fn verify(
+        &self,
+        state: &str,
+        principal: &str,
+        method: &str,
+        digest: &str,
+    ) -> Result<StateClaims, StateError> {
+        let rest = state.strip_prefix(PREFIX).ok_or(StateError::Invalid)?;
+        let (payload, sig) = rest.rsplit_once('.').ok_or(StateError::Invalid)?;
+        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let sig = b.decode(sig).map_err(|_| StateError::Invalid)?;
+        let Ok(mut m) = Hmac::<Sha256>::new_from_slice(&self.key) else {
+            return Err(StateError::Invalid);
+        };
+        m.update(payload.as_bytes());
+        m.verify_slice(&sig).map_err(|_| StateError::Invalid)?;
+        let mut parts = payload.split('.');
+        let park = parts
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or(StateError::Invalid)?;
+        let round = parts
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or(StateError::Invalid)?;
+        let exp: u64 = parts
+            .next()
+            .and_then(|p| p.parse().ok())
+            .ok_or(StateError::Invalid)?;
+        let bind = parts.next().ok_or(StateError::Invalid)?;
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        if now > exp {
+            return Err(StateError::Expired);
+        }
+        if bind != b.encode(Sha256::digest(format!("{principal}\n{method}\n{digest}"))) {
+            return Err(StateError::Mismatch);
+        }
+        Ok(StateClaims { park, round })
+    }
+}
+
+impl Default for StateSigner {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The client capability an input request needs, as a path into `ClientCapabilities`.
+pub fn required_capability(
+    method: &str,
+    params: Option<&RawValue>,
+) -> Option<(&'static str, Option<&'static str>)> {
+    match method {
+        "sampling/createMessage" => Some(("sampling", None)),
+        "roots/list" => Some(("roots", None)),
+        "elicitation/create" => {
+            let url_mode = params
+                .and_then(Fields::parse)
+                .and_then(|f| f.get("mode").map(|m| m.get() == "\"url\""))
+                .unwrap_or(false);
+            Some(("elicitation", if url_mode { Some("url") } else { None }))
+        }
+        _ => None,
+    }
+}
+
+/// Did the request's `clientCapabilities` declare what this input request needs?
+pub fn capability_declared(caps: Option<&RawValue>, need: (&str, Option<&str>)) -> bool {
+    let Some(c) = caps.and_then(Fields::parse) else {
+        return false;
+    };
+    let Some(top) = c.get(need.0) else {
+        return false;
+    };
+    match need.1 {
+        None => true,
+        Some(sub) => Fields::parse(top).is_some_and(|f| f.has(sub)),
+    }
+}
+
+/// A call of a 2025 upstream parked while its 2026 client gathers input.
+pub struct Parked<H> {
+    pub handle: H,
+    /// input key → the upstream's request id (raw JSON) awaiting an answer.
+    pub waiting: Vec<(String, Box<RawValue>, String, Option<Box<RawValue>>)>,
+    pub round: u32,
+    pub principal: String,
+    pub method: String,
+    pub digest: String,
+    pub expires: Instant,
+}
+
+/// Parked calls by id, bounded.
+pub struct ParkStore<H> {
+    map: Mutex<HashMap<u64, Parked<H>>>,
+    next: std::sync::atomic::AtomicU64,
+    pub max: usize,
+}
+
+impl<H> ParkStore<H> {
+    pub fn new(max: usize) -> Self {
+        Self {
+            map: Mutex::new(HashMap::new()),
+            next: std::sync::atomic::AtomicU64::new(1),
+            max,
+        }
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Parked<H>>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+    pub fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+    /// Park under `id`; Err gives the call back when the store is full.
+    pub fn put(&self, id: u64, p: Parked<H>) -> Result<(), Parked<H>> {
+        let mut g = self.lock();
+        if g.len() >= self.max {
+            return Err(p);
+        }
+        g.insert(id, p);
+        Ok(())
+    }
+    pub fn take(&self, id: u64) -> Option<Parked<H>> {
+        self.lock().remove(&id)
+    }
+    /// Remove and return every parked call whose time is up.
+    pub fn take_expired(&self) -> Vec<Parked<H>> {
+        let now = Instant::now();
+        let mut g = self.lock();
+        let ids: Vec<u64> = g
+            .iter()
+            .filter(|(_, p)| p.expires <= now)
+            .map(|(k, _)| *k)
+            .collect();
+        ids.into_iter().filter_map(|k| g.remove(&k)).collect()
+    }
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jsonrpc::raw;
+
+    #[test]
+    fn state_roundtrip_and_binding() {
+        let s = StateSigner::new();
+        let st = s.sign(7, 1, Duration::from_secs(60), "alice", "tools/call", "d1");
+        assert!(StateSigner::is_ours(&st));
+        assert_eq!(
+            s.verify(&st, "alice", "tools/call", "d1"),
+            Ok(StateClaims { park: 7, round: 1 })
+        );
+        assert_eq!(
+            s.verify(&st, "bob", "tools/call", "d1"),
+            Err(StateError::Mismatch)
+        );
+        assert_eq!(
+            s.verify(&st, "alice", "tools/call", "d2"),
+            Err(StateError::Mismatch)
+        );
+        let mut forged = st.clone();
+        forged.replace_range(6..7, "8");
+        assert_eq!(
+            s.verify(&forged, "alice", "tools/call", "d1"),
+            Err(StateError::Invalid)
+        );
+        let other = StateSigner::new();
+        assert_eq!(
+            other.verify(&st, "alice", "tools/call", "d1"),
+            Err(StateError::Invalid)
+        );
+        let old = s.sign(7, 1, Duration::ZERO, "alice", "tools/call", "d1");
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(
+            s.verify(&old, "alice", "tools/call", "d1"),
+            Err(StateError::Expired)
+        );
+    }
+
+    #[test]
+    fn digest_ignores_meta_and_order() {
+        let a = raw(r#"{"name":"x","arguments":{"b":1,"a":2},"_meta":{"k":1}}"#);
+        let b =
+            raw(r#"{"arguments":{"a":2,"b":1},"name":"x","inputResponses":{},"requestState":"s"}"#);
+        assert_eq!(params_digest(Some(&a)), params_digest(Some(&b)));
+        let c = raw(r#"{"name":"y"}"#);
+        assert_ne!(params_digest(Some(&a)), params_digest(Some(&c)));
+    }
+
+    #[test]
+    fn capability_gate() {
+        let caps = raw(r#"{"elicitation":{"form":{}},"sampling":{}}"#);
+        let form = raw(r#"{"message":"m"}"#);
+        let url = raw(r#"{"mode":"url","url":"https://x"}"#);
+        let need = required_capability("elicitation/create", Some(&form)).unwrap();
+        assert!(capability_declared(Some(&caps), need));
+        let need = required_capability("elicitation/create", Some(&url)).unwrap();
+        assert!(!capability_declared(Some(&caps), need));
+        assert!(!capability_declared(
+            Some(&caps),
+            required_capability("roots/list", None).unwrap()
+        ));
+        assert!(capability_declared(
+            Some(&caps),
+            required_capability("sampling/createMessage", None).unwrap()
+        ));
+    }
+}
