@@ -196,11 +196,15 @@ pub fn capability_declared(caps: Option<&RawValue>, need: (&str, Option<&str>)) 
     }
 }
 
+/// One upstream request waiting for the client's input: (input key, the upstream's request
+/// id, method, params).
+pub type InputWait = (String, Box<RawValue>, String, Option<Box<RawValue>>);
+
 /// A call of a 2025 upstream parked while its 2026 client gathers input.
 pub struct Parked<H> {
     pub handle: H,
     /// input key → the upstream's request id (raw JSON) awaiting an answer.
-    pub waiting: Vec<(String, Box<RawValue>, String, Option<Box<RawValue>>)>,
+    pub waiting: Vec<InputWait>,
     pub round: u32,
     pub principal: String,
     pub method: String,

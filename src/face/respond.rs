@@ -456,7 +456,7 @@ pub enum Next {
 
 /// `{"resultType":"input_required","inputRequests":{...},"requestState":"..."}`
 pub fn input_required_result(
-    waiting: &[(String, Box<RawValue>, String, Option<Box<RawValue>>)],
+    waiting: &[crate::mrtr::InputWait],
     state: &str,
 ) -> String {
     let mut reqs = serde_json::Map::new();
