@@ -323,7 +323,18 @@ async fn explicit_cancel_reaches_child() {
 /// call's SSE stream, the client POSTs its answer (202), and the call then completes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_request_round_trip() {
-    let b = Bridge::demo(&["--demo-era", "legacy"]).await;
+    round_trip_with_child("legacy").await;
+}
+
+/// The same round trips with a 2026-era child: its `input_required` results become requests
+/// on the client's stream (ids minted by the bridge), and the bridge retries the child.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_request_round_trip_modern_child() {
+    round_trip_with_child("modern").await;
+}
+
+async fn round_trip_with_child(era: &str) {
+    let b = Bridge::demo(&["--demo-era", era]).await;
     let c = client();
     let s = Session::open_with_caps(
         &c,
@@ -384,26 +395,6 @@ async fn server_request_round_trip() {
         assert!(text.contains(want), "{tool}: {fin}");
         assert_ne!(fin["result"]["isError"], true, "{tool}: {fin}");
     }
-}
-
-/// A 2025 client that talks to a 2026-era child (the dual demo answers 2026) and calls a tool
-/// that needs input must see a real server request (digest §12 item 15), not a raw 2026
-/// `input_required` result it cannot understand.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 7: 2026 input_required -> 2025 server requests is not bridged yet"]
-async fn input_required_becomes_server_request_for_2025_client() {
-    let b = Bridge::demo(&[]).await;
-    let c = client();
-    let s = Session::open_with_caps(&c, &b.url, json!({"elicitation": {}})).await;
-    let r = s.call(json!(1), "elicit", json!({"message": "who?"})).await;
-    assert_eq!(r.status, 200, "{r:?}");
-    assert!(!r.messages.is_empty(), "{r:?}");
-    let first = &r.messages[0];
-    assert_eq!(
-        first["method"], "elicitation/create",
-        "expected a server request, got {}",
-        r.raw
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -725,7 +725,14 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
         }
         Kind::Response => {
             let rid = id.unwrap_or("null");
-            if s.take_server_request(rid) {
+            let answer = match (pc.env.result, pc.env.error) {
+                (Some(r), _) => Ok(r.to_owned()),
+                (None, Some(e)) => Err(e.to_owned()),
+                (None, None) => Err(jsonrpc::raw("{}")),
+            };
+            if s.deliver_answer(rid, answer) {
+                // An answer to a request the bridge made on a 2026 upstream's behalf.
+            } else if s.take_server_request(rid) {
                 if let Err(e) = s.upstream.send_response(framing::single_line(pc.body)) {
                     warn!("could not forward the client's answer to the child: {e}");
                 }
@@ -772,6 +779,22 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                 session: Some(s.id.clone()),
                 accepts_server_requests: pc.accept_sse,
             };
+            if child_era == Era::Modern && crate::mrtr::is_mrtr_method(&method) {
+                let cancel = s.begin_call(rid);
+                let done = InflightGuard {
+                    session: s.clone(),
+                    id: rid.to_owned(),
+                };
+                return crate::face::rounds::run(
+                    app.clone(),
+                    pc,
+                    s.clone(),
+                    ctx,
+                    cancel,
+                    Box::new(done),
+                )
+                .await;
+            }
             let cancel = s.begin_call(rid);
             let done = InflightGuard {
                 session: s.clone(),

@@ -3,4 +3,5 @@
 pub mod http;
 pub mod modern;
 pub mod respond;
+pub mod rounds;
 pub mod session;

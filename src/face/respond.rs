@@ -455,10 +455,7 @@ pub enum Next {
 }
 
 /// `{"resultType":"input_required","inputRequests":{...},"requestState":"..."}`
-pub fn input_required_result(
-    waiting: &[crate::mrtr::InputWait],
-    state: &str,
-) -> String {
+pub fn input_required_result(waiting: &[crate::mrtr::InputWait], state: &str) -> String {
     let mut reqs = serde_json::Map::new();
     for (key, _, method, params) in waiting {
         let p: serde_json::Value = params

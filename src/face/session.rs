@@ -12,6 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::face::respond::ServerRequestSink;
 use crate::upstream::child::ChildUpstream;
 
+/// A client's response: its `result`, or its `error` object.
+pub type ClientAnswer = Result<Box<RawValue>, Box<RawValue>>;
+
 pub struct Session {
     pub id: Arc<str>,
     /// The protocol version negotiated with the client.
@@ -26,6 +29,9 @@ pub struct Session {
     inflight: Mutex<HashMap<String, CancellationToken>>,
     /// Ids (raw JSON) of requests the child sent this session and that await an answer.
     server_requests: Mutex<HashSet<String>>,
+    /// Requests the bridge itself sent this client (translated from a 2026 upstream's
+    /// `input_required`), by id (raw JSON), waiting for the client's answer.
+    waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<ClientAnswer>>>,
     pub get_stream_open: AtomicBool,
     /// Cancelled when the session ends (DELETE, expiry, shutdown).
     pub closed: CancellationToken,
@@ -65,6 +71,7 @@ impl Session {
             last_seen: Mutex::new(Instant::now()),
             inflight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashSet::new()),
+            waiters: Mutex::new(HashMap::new()),
             get_stream_open: AtomicBool::new(false),
             closed: CancellationToken::new(),
             _gauge: crate::face::respond::GaugeGuard::new(gauge),
@@ -108,6 +115,28 @@ impl Session {
     /// Was this id asked of this session (and not yet answered)? Consumes it.
     pub fn take_server_request(&self, id: &str) -> bool {
         lock(&self.server_requests).remove(id)
+    }
+
+    /// Wait for the client's answer to a request the bridge sends it under `id`.
+    pub fn expect_answer(&self, id: &str) -> tokio::sync::oneshot::Receiver<ClientAnswer> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        lock(&self.waiters).insert(id.to_owned(), tx);
+        rx
+    }
+
+    pub fn forget_answer(&self, id: &str) {
+        lock(&self.waiters).remove(id);
+    }
+
+    /// Deliver a client's response to a request the bridge sent; false if none was expected.
+    pub fn deliver_answer(&self, id: &str, answer: ClientAnswer) -> bool {
+        match lock(&self.waiters).remove(id) {
+            Some(tx) => {
+                let _ = tx.send(answer);
+                true
+            }
+            None => false,
+        }
     }
 
     /// End the session: cancel its calls and streams, stop its own child.
