@@ -45,6 +45,7 @@ pub async fn run_serve(
         tracker: tracker.clone(),
         parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
         signer: Arc::new(crate::mrtr::StateSigner::new()),
+        resource_subs: Arc::default(),
     });
     let face = tokio::spawn(http::serve(listener, app.clone(), grace));
     shutdown.cancelled().await;

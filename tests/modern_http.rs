@@ -431,3 +431,63 @@ async fn legacy_child_elicitation_becomes_input_required() {
     assert_eq!(r.status, 200, "{r:?}");
     assert_ne!(r.result()["resultType"], "input_required", "{r:?}");
 }
+
+/// A 2026 client's `subscriptions/listen` in front of a 2025-era child: acknowledged first with
+/// the honoured subset, then only the requested notification types, tagged with the listen id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_in_front_of_legacy_child() {
+    let b = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let c = client();
+    let body = modern_request(
+        json!("L1"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["demo://readme"]}}),
+    );
+    let resp = c
+        .post(&b.url)
+        .headers(modern_headers(&body))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let ack = sse.next(Duration::from_secs(10)).await.expect("ack");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L1",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["toolsListChanged"], true,
+        "{ack}"
+    );
+    assert!(
+        ack["params"]["notifications"]
+            .get("promptsListChanged")
+            .is_none(),
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"][0], "demo://readme",
+        "{ack}"
+    );
+
+    // Not requested: prompts. Requested: tools. Only the tools one arrives.
+    for kind in ["prompts", "tools"] {
+        let r = call_modern(&c, &b.url, json!(kind), "notify", json!({"kind": kind})).await;
+        assert_eq!(r.text(), "ok", "{r:?}");
+    }
+    let n = sse
+        .next(Duration::from_secs(10))
+        .await
+        .expect("notification");
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    assert_eq!(
+        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L1",
+        "{n}"
+    );
+}

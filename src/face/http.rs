@@ -62,6 +62,8 @@ pub struct App {
     /// 2026 clients' calls to a 2025 child, parked while the client gathers input.
     pub parked: Arc<crate::mrtr::ParkStore<crate::upstream::child::CallHandle>>,
     pub signer: Arc<crate::mrtr::StateSigner>,
+    /// The shared child's resource subscriptions held for 2026 listeners.
+    pub resource_subs: Arc<crate::face::listen::ResourceSubs>,
 }
 
 const ROUTE_MCP: &str = "mcp";

@@ -1,6 +1,7 @@
 //! Faces: where the peer that asks connects. Today: the Streamable HTTP server face.
 
 pub mod http;
+pub mod listen;
 pub mod modern;
 pub mod respond;
 pub mod rounds;

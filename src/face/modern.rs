@@ -230,15 +230,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
                     jsonrpc::result(rid, "{\"resultType\":\"complete\"}"),
                 )
             }
-            "subscriptions/listen" => {
-                return rpc_error(
-                    StatusCode::OK,
-                    Some(rid),
-                    code::METHOD_NOT_FOUND,
-                    "subscriptions/listen to a 2025-era server is not bridged yet",
-                    None,
-                )
-            }
+            "subscriptions/listen" => return crate::face::listen::listen(app, pc, &info).await,
             _ => {}
         }
     }
