@@ -21,6 +21,8 @@ pub struct CallCtx {
     pub session: Option<Arc<str>>,
     /// Can this caller receive requests from the upstream on the call's stream?
     pub accepts_server_requests: bool,
+    /// The lowest log level the caller wants on its stream (`notifications/message`), if any.
+    pub log_level: Option<&'static str>,
 }
 
 impl CallCtx {
@@ -30,6 +32,7 @@ impl CallCtx {
             stamp_meta: Arc::new(Vec::new()),
             session: None,
             accepts_server_requests: false,
+            log_level: None,
         }
     }
 }

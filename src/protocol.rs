@@ -48,6 +48,26 @@ impl Era {
     }
 }
 
+/// Logging levels, least severe first.
+pub const LOG_LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// A known log level as `&'static str` with its rank.
+pub fn log_level(s: &str) -> Option<(&'static str, usize)> {
+    LOG_LEVELS
+        .iter()
+        .position(|l| *l == s)
+        .map(|i| (LOG_LEVELS[i], i))
+}
+
 pub fn is_legacy_version(v: &str) -> bool {
     LEGACY_VERSIONS.contains(&v)
 }

@@ -491,3 +491,39 @@ async fn listen_in_front_of_legacy_child() {
         "{n}"
     );
 }
+
+/// A 2026 request's logLevel reaches a 2025 child (as logging/setLevel) and its log messages
+/// come back on that request's stream only, filtered by the requested level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_level_in_front_of_legacy_child() {
+    let b = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let c = client();
+    let call = |id: i64, level: Option<&str>, msg_level: &str| {
+        let mut meta = json!({});
+        if let Some(l) = level {
+            meta["io.modelcontextprotocol/logLevel"] = json!(l);
+        }
+        modern_request(
+            json!(id),
+            "tools/call",
+            json!({"name": "log", "arguments": {"level": msg_level, "message": format!("m{id}")},
+                   "_meta": meta}),
+        )
+    };
+    // Asked for info, message at warning: delivered before the result.
+    let r = post_modern(&c, &b.url, &call(1, Some("info"), "warning")).await;
+    let logs = r.notifications("notifications/message");
+    assert_eq!(logs.len(), 1, "{r:?}");
+    assert_eq!(logs[0]["params"]["data"], "m1", "{r:?}");
+    assert_eq!(r.text(), "ok");
+    // Asked for error, message at warning: filtered out.
+    let r = post_modern(&c, &b.url, &call(2, Some("error"), "warning")).await;
+    assert!(r.notifications("notifications/message").is_empty(), "{r:?}");
+    // Did not ask: nothing.
+    let r = post_modern(&c, &b.url, &call(3, None, "emergency")).await;
+    assert!(r.notifications("notifications/message").is_empty(), "{r:?}");
+    // A bad level is refused.
+    let r = post_modern(&c, &b.url, &call(4, Some("loud"), "info")).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+}

@@ -562,3 +562,38 @@ async fn disconnect_is_not_cancellation_2025() {
         "x"
     );
 }
+
+/// A 2025 session's logging/setLevel becomes the logLevel stamped on its requests to a 2026
+/// child: messages below it never come, messages at or above it arrive on the call's stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn set_level_reaches_modern_child() {
+    let b = Bridge::demo(&["--demo-era", "modern"]).await;
+    let c = client();
+    let s = Session::open(&c, &b.url).await;
+    let r = s
+        .request(json!(1), "logging/setLevel", json!({"level": "warning"}))
+        .await;
+    assert_eq!(r.result(), &json!({}), "{r:?}");
+    let r = s
+        .call(
+            json!(2),
+            "log",
+            json!({"level": "info", "message": "quiet"}),
+        )
+        .await;
+    assert!(r.notifications("notifications/message").is_empty(), "{r:?}");
+    let r = s
+        .call(
+            json!(3),
+            "log",
+            json!({"level": "error", "message": "loud"}),
+        )
+        .await;
+    let logs = r.notifications("notifications/message");
+    assert_eq!(logs.len(), 1, "{r:?}");
+    assert_eq!(logs[0]["params"]["data"], "loud", "{r:?}");
+    let r = s
+        .request(json!(4), "logging/setLevel", json!({"level": "nope"}))
+        .await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+}

@@ -758,8 +758,24 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                 .await
                 .map(|i| i.era)
                 .unwrap_or(Era::Legacy);
+            if method == "logging/setLevel" {
+                let level = jsonrpc_field(pc.env.params, "level")
+                    .and_then(|l| serde_json::from_str::<String>(&l).ok())
+                    .and_then(|l| protocol::log_level(&l));
+                let Some((level, _)) = level else {
+                    return rpc_error(
+                        StatusCode::OK,
+                        Some(rid),
+                        code::INVALID_PARAMS,
+                        "invalid or missing logging level",
+                        None,
+                    );
+                };
+                s.set_log_level(level);
+            }
             if child_era == Era::Modern {
                 match method.as_str() {
+                    // The level travels as `_meta` logLevel on this session's later requests.
                     "logging/setLevel" => {
                         return respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"))
                     }
@@ -777,9 +793,10 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
             }
             let ctx = CallCtx {
                 client_era: Era::Legacy,
-                stamp_meta: s.stamp_meta.clone(),
+                stamp_meta: s.call_meta(),
                 session: Some(s.id.clone()),
                 accepts_server_requests: pc.accept_sse,
+                log_level: Some(s.log_level().unwrap_or("debug")),
             };
             if child_era == Era::Modern && crate::mrtr::is_mrtr_method(&method) {
                 let cancel = s.begin_call(rid);

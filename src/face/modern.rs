@@ -235,6 +235,27 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         }
     }
     let mut ctx = CallCtx::modern();
+    if let Some(l) = jsonrpc::meta_field(pc.env.params, protocol::META_LOG_LEVEL) {
+        let Some((level, _)) = serde_json::from_str::<String>(l.get())
+            .ok()
+            .and_then(|l| protocol::log_level(&l))
+        else {
+            app.metrics
+                .rpc_error(&app.server, method, code::INVALID_PARAMS, "bridge");
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                code::INVALID_PARAMS,
+                "invalid io.modelcontextprotocol/logLevel",
+                None,
+            );
+        };
+        ctx.log_level = Some(level);
+        if info.era == Era::Legacy {
+            // A 2025 child logs per process: make it at least this verbose, filter per call.
+            app.upstream.ensure_log_level(level);
+        }
+    }
     let mut mrtr = None;
     if info.era == Era::Legacy && crate::mrtr::is_mrtr_method(method) {
         // The 2025 child may ask for input: that becomes input_required for this client.

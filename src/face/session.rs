@@ -32,6 +32,8 @@ pub struct Session {
     /// Requests the bridge itself sent this client (translated from a 2026 upstream's
     /// `input_required`), by id (raw JSON), waiting for the client's answer.
     waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<ClientAnswer>>>,
+    /// The level set by the client's `logging/setLevel`, if any.
+    log_level: Mutex<Option<&'static str>>,
     pub get_stream_open: AtomicBool,
     /// Cancelled when the session ends (DELETE, expiry, shutdown).
     pub closed: CancellationToken,
@@ -72,9 +74,33 @@ impl Session {
             inflight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashSet::new()),
             waiters: Mutex::new(HashMap::new()),
+            log_level: Mutex::new(None),
             get_stream_open: AtomicBool::new(false),
             closed: CancellationToken::new(),
             _gauge: crate::face::respond::GaugeGuard::new(gauge),
+        }
+    }
+
+    pub fn set_log_level(&self, level: &'static str) {
+        *lock(&self.log_level) = Some(level);
+    }
+
+    pub fn log_level(&self) -> Option<&'static str> {
+        *lock(&self.log_level)
+    }
+
+    /// The `_meta` this session's calls carry to a 2026 child (with its log level, if set).
+    pub fn call_meta(&self) -> Arc<Vec<(String, Box<RawValue>)>> {
+        match self.log_level() {
+            None => self.stamp_meta.clone(),
+            Some(l) => {
+                let mut v = (*self.stamp_meta).clone();
+                v.push((
+                    crate::protocol::META_LOG_LEVEL.to_owned(),
+                    crate::jsonrpc::raw(&format!("\"{l}\"")),
+                ));
+                Arc::new(v)
+            }
         }
     }
 

@@ -105,6 +105,8 @@ struct Pending {
     client_era: Era,
     session: Option<Arc<str>>,
     accepts_server_requests: bool,
+    /// Rank of the lowest log level the caller wants, if it wants logs.
+    log_rank: Option<usize>,
 }
 
 /// One running process.
@@ -114,6 +116,8 @@ struct Proc {
     close_stdin: CancellationToken,
     pending: Mutex<HashMap<u64, Pending>>,
     info: RwLock<Option<UpstreamInfo>>,
+    /// Rank of the log level set on this (2025) child by the bridge; usize::MAX when unset.
+    log_rank: std::sync::atomic::AtomicUsize,
     /// tool name → (lowercase header name, property) for `Mcp-Param-*` checks.
     tool_headers: RwLock<HashMap<String, Vec<(String, String)>>>,
 }
@@ -306,6 +310,31 @@ impl ChildUpstream {
         }
     }
 
+    /// Make a 2025 child log at least at `level` (it logs per process; the bridge filters per
+    /// call). Only ever lowers the level.
+    pub fn ensure_log_level(&self, level: &'static str) {
+        let Some((level, rank)) = protocol::log_level(level) else {
+            return;
+        };
+        let State::Ready(proc) = &*self.inner.state.borrow() else {
+            return;
+        };
+        if proc.log_rank.fetch_min(rank, Ordering::AcqRel) <= rank {
+            return;
+        }
+        let params = serde_json::json!({ "level": level }).to_string();
+        let call = Call {
+            method: "logging/setLevel".into(),
+            params: Some(jsonrpc::raw(&params)),
+            ctx: CallCtx::modern(),
+        };
+        if let Ok(mut h) = self.start_on(proc, Era::Legacy, call, true) {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(10), &mut h.outcome).await;
+            });
+        }
+    }
+
     /// Send a call to the child. Waits up to `wait` for a (re)starting child.
     pub async fn call(&self, call: Call, wait: Duration) -> Result<CallHandle, BridgeError> {
         let proc = self.ready(wait).await?;
@@ -363,6 +392,11 @@ impl ChildUpstream {
                 },
                 session: call.ctx.session.clone(),
                 accepts_server_requests: call.ctx.accepts_server_requests,
+                log_rank: call
+                    .ctx
+                    .log_level
+                    .and_then(protocol::log_level)
+                    .map(|(_, r)| r),
             },
         );
         if proc.stdin.try_send(frame).is_err() {
@@ -473,6 +507,7 @@ impl ChildUpstream {
             close_stdin: CancellationToken::new(),
             pending: Mutex::new(HashMap::new()),
             info: RwLock::new(None),
+            log_rank: std::sync::atomic::AtomicUsize::new(usize::MAX),
             tool_headers: RwLock::new(HashMap::new()),
         });
         let io_done = CancellationToken::new();
@@ -876,19 +911,32 @@ impl ChildUpstream {
             self.inner.metrics.dropped("unknown_id");
             return;
         }
-        // A 2025 child's log message is not tied to a request; when exactly one 2025 caller
-        // has a call in flight it is that call's, and goes on its stream.
+        // A log message names no request; when exactly one caller in flight asked for logs it
+        // is that caller's (filtered by its level), otherwise it goes to the session streams.
         if method == "notifications/message" {
+            let rank = env
+                .params
+                .and_then(Fields::parse)
+                .and_then(|f| {
+                    f.get("level")
+                        .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
+                })
+                .and_then(|l| protocol::log_level(&l))
+                .map_or(0, |(_, r)| r);
             let g = lock(&proc.pending);
-            let mut callers = g.values().filter(|p| p.sinks.is_some());
-            if let (Some(p), None) = (callers.next(), callers.next()) {
-                if let (Some(s), true) = (&p.sinks, p.accepts_server_requests) {
-                    let ev = CallEvent::Notification {
-                        method: method.to_owned(),
-                        params: env.params.map(|p| p.to_owned()),
-                    };
-                    if s.events.try_send(ev).is_err() {
-                        self.inner.metrics.dropped("slow_consumer");
+            let mut wanting = g
+                .values()
+                .filter(|p| p.sinks.is_some() && p.log_rank.is_some());
+            if let (Some(p), None) = (wanting.next(), wanting.next()) {
+                if let Some(s) = &p.sinks {
+                    if rank >= p.log_rank.unwrap_or(0) {
+                        let ev = CallEvent::Notification {
+                            method: method.to_owned(),
+                            params: env.params.map(|p| p.to_owned()),
+                        };
+                        if s.events.try_send(ev).is_err() {
+                            self.inner.metrics.dropped("slow_consumer");
+                        }
                     }
                     return;
                 }
