@@ -597,3 +597,46 @@ async fn set_level_reaches_modern_child() {
         .await;
     assert_eq!(r.error_code(), -32602, "{r:?}");
 }
+
+/// A 2025 session's GET stream in front of a 2026 child: the bridge holds a listen stream on
+/// the child for the session, and list changes reach the GET stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_stream_in_front_of_modern_child() {
+    let b = Bridge::demo(&["--demo-era", "modern"]).await;
+    let c = client();
+    let s = Session::open(&c, &b.url).await;
+    let resp = c
+        .get(&s.url)
+        .headers(s.headers())
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let r = s
+        .request(
+            json!(1),
+            "resources/subscribe",
+            json!({"uri": "demo://readme"}),
+        )
+        .await;
+    assert_eq!(r.result(), &json!({}), "{r:?}");
+    // The listen is re-issued with the new subscription; announce changes until one arrives
+    // (bounded), so the test does not depend on when the new listen is in place.
+    let mut got = None;
+    for i in 0..10 {
+        let r = s
+            .call(json!(10 + i), "notify", json!({"kind": "tools"}))
+            .await;
+        assert_eq!(r.text(), "ok", "{r:?}");
+        if let Ok(n) =
+            tokio::time::timeout(Duration::from_secs(1), sse.next(Duration::from_secs(2))).await
+        {
+            got = n;
+            break;
+        }
+    }
+    let n = got.expect("a notification on the GET stream");
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+}

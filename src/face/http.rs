@@ -279,7 +279,7 @@ fn header_str<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
 async fn mcp(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
     match *req.method() {
         Method::POST => post(app, req).await,
-        Method::GET => get_stream(app, req.headers()),
+        Method::GET => get_stream(app, req.headers()).await,
         Method::DELETE => delete(app, req.headers()),
         _ => {
             let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED);
@@ -779,14 +779,22 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                     "logging/setLevel" => {
                         return respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"))
                     }
+                    // Kept by the bridge; the session's GET stream holds a listen stream on
+                    // the child with these URIs.
                     "resources/subscribe" | "resources/unsubscribe" => {
-                        return rpc_error(
-                            StatusCode::OK,
-                            Some(rid),
-                            code::METHOD_NOT_FOUND,
-                            "resource subscriptions to a 2026-era server are not bridged yet",
-                            None,
-                        )
+                        let Some(uri) = jsonrpc_field(pc.env.params, "uri")
+                            .and_then(|u| serde_json::from_str::<String>(&u).ok())
+                        else {
+                            return rpc_error(
+                                StatusCode::OK,
+                                Some(rid),
+                                code::INVALID_PARAMS,
+                                "params.uri is required",
+                                None,
+                            );
+                        };
+                        s.set_resource_subscription(&uri, method == "resources/subscribe");
+                        return respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"));
                     }
                     _ => {}
                 }
@@ -854,7 +862,43 @@ fn jsonrpc_field(params: Option<&RawValue>, key: &str) -> Option<String> {
     Fields::parse(params?)?.get(key).map(|v| v.get().to_owned())
 }
 
-fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
+/// Open a `subscriptions/listen` on a 2026 child for a 2025 session's GET stream: every
+/// list-changed type and the resources the session subscribed to.
+async fn start_listen(s: &Arc<Session>) -> Option<crate::upstream::child::CallHandle> {
+    let params = json!({"notifications": {
+        "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
+        "resourceSubscriptions": s.resource_uris(),
+    }})
+    .to_string();
+    let call = Call {
+        method: "subscriptions/listen".into(),
+        params: Some(jsonrpc::raw(&params)),
+        ctx: CallCtx {
+            client_era: Era::Legacy,
+            stamp_meta: s.call_meta(),
+            session: Some(s.id.clone()),
+            accepts_server_requests: false,
+            log_level: None,
+        },
+    };
+    s.upstream.call(call, Duration::from_secs(5)).await.ok()
+}
+
+/// The next event of a held listen call; pending forever when there is none. `None` when the
+/// listen call ended.
+async fn next_listen_event(
+    h: &mut Option<crate::upstream::child::CallHandle>,
+) -> Option<crate::call::CallEvent> {
+    match h {
+        None => std::future::pending().await,
+        Some(h) => tokio::select! {
+            ev = h.events.recv(), if !h.events.is_closed() || !h.events.is_empty() => ev,
+            _ = &mut h.outcome => None,
+        },
+    }
+}
+
+async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
     let (_, sse) = accepts(h);
     if !sse {
         return status_only(StatusCode::NOT_ACCEPTABLE);
@@ -880,8 +924,21 @@ fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
         );
     }
     let rx = s.upstream.subscribe();
+    // A 2026 child has no GET stream: hold a listen stream on it for this session instead.
+    let modern_child = s
+        .upstream
+        .info(Duration::ZERO)
+        .await
+        .is_ok_and(|i| i.era == Era::Modern);
+    let listen = if modern_child {
+        start_listen(&s).await
+    } else {
+        None
+    };
     struct St {
         s: Arc<Session>,
+        modern_child: bool,
+        listen: Option<crate::upstream::child::CallHandle>,
         rx: tokio::sync::broadcast::Receiver<UpstreamEvent>,
         stopping: CancellationToken,
         keepalive: Duration,
@@ -895,6 +952,8 @@ fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
     }
     let st = St {
         s,
+        modern_child,
+        listen,
         rx,
         stopping: app.stopping.clone(),
         keepalive: app.cfg.keepalive,
@@ -904,6 +963,26 @@ fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
         loop {
             let ev = tokio::select! {
                 ev = st.rx.recv() => ev,
+                lev = next_listen_event(&mut st.listen) => {
+                    match lev {
+                        Some(crate::call::CallEvent::Notification { method, params })
+                            if method != "notifications/subscriptions/acknowledged" =>
+                        {
+                            let f = jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
+                            return Some((Ok(hyper::body::Frame::data(framing::sse_event(&f))), st));
+                        }
+                        Some(_) => continue,
+                        None => {
+                            st.listen = None; // the child ended it; re-listen on the next change
+                            continue;
+                        }
+                    }
+                }
+                _ = st.s.resubscribe.notified(), if st.modern_child => {
+                    st.listen = None;
+                    st.listen = start_listen(&st.s).await;
+                    continue;
+                }
                 _ = tokio::time::sleep(st.keepalive) => {
                     st.s.touch();
                     return Some((Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(Bytes::from_static(framing::SSE_KEEPALIVE))), st));

@@ -165,7 +165,7 @@ class Runner:
         self.passed = self.failed = 0
 
     def report(self, ok: bool, name: str, detail: str, mark: int | None = None) -> bool:
-        print(f"{'PASS' if ok else 'FAIL'} {self.target} {name}: {detail}", flush=True)
+        print(f"{'PASS' if ok else 'FAIL'} py2026/{self.target} {name}: {detail}", flush=True)
         if ok:
             self.passed += 1
             return True

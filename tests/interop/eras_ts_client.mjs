@@ -149,7 +149,7 @@ const messagesOf = (rec) => {
 let passed = 0;
 let failed = 0;
 const report = (ok, name, detail, mark) => {
-  console.log(`${ok ? 'PASS' : 'FAIL'} ${target} ${name}: ${detail}`);
+  console.log(`${ok ? 'PASS' : 'FAIL'} ts2025/${target} ${name}: ${detail}`);
   if (ok) passed++;
   else {
     failed++;

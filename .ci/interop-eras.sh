@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# Era-translation interop with official SDK clients (issue 7): an elicitation completes through
+# `mcp-bridge serve` when client and stdio server are of different protocol eras.
+#
+#   py2026-everything    Python SDK client (PyPI mcp==2.3.0) pinned to 2026-07-28 -> serve -> npm
+#                        @modelcontextprotocol/server-everything (2025-era, stdio), tool
+#                        `trigger-elicitation-request`: the child's elicitation/create request must
+#                        reach the client as an `input_required` result, the retry resumes it.
+#   py2026-demo-legacy   same client -> serve --demo --demo-era legacy, tool `elicit`.
+#   ts2025-python-modern TypeScript SDK client (npm @modelcontextprotocol/sdk@1.32.2, 2025 eras only)
+#                        -> serve -> tests/interop/eras_modern_server.py (Python SDK MCPServer on stdio,
+#                        2026-07-28): the child's `input_required` must reach the client as a real
+#                        elicitation/create request on the call's SSE stream, then a retry upstream.
+#   ts2025-demo-modern   same client -> serve --demo --demo-era modern, tool `elicit`.
+#
+# Each scenario gets its own bridge on a free port; besides the client's checks the script checks
+# (from the bridge log) that the child was probed as the intended era, so a scenario cannot pass
+# without crossing eras.
+#
+# Usage:  bash .ci/interop-eras.sh          (from anywhere; the binary must already be built)
+# Env:
+#   MCP_BRIDGE_BIN          bridge binary (default: target/release/mcp-bridge)
+#   INTEROP_PYTHON_VENV     venv holding mcp==2.3.0 (default: target/interop-python-venv, shared
+#                           with .ci/interop-python.sh)
+#   INTEROP_PYTHON          interpreter used to create the venv (default: python3; needs >= 3.10)
+#   INTEROP_NODE_DIR        npm prefix for the SDK and server-everything (default: target/interop-eras-node)
+#   INTEROP_ERAS_SCENARIOS  space-separated subset of the scenarios above (default: all four)
+#   INTEROP_TRACE=1         print the whole HTTP exchange of every scenario to stderr
+#
+# Output: the clients' PASS/FAIL lines, then a closing line `N passed, M failed` over all
+# scenarios. Exit status 0 only if every scenario ran and every check passed; on a failure the
+# scenario's bridge log is printed.
+set -uo pipefail
+
+PY_SDK_VERSION=2.3.0
+TS_SDK_VERSION=1.32.2
+EVERYTHING_VERSION=2026.8.31
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO" || exit 2
+
+BIN="${MCP_BRIDGE_BIN:-target/release/mcp-bridge}"
+VENV="${INTEROP_PYTHON_VENV:-$REPO/target/interop-python-venv}"
+PY_BOOT="${INTEROP_PYTHON:-python3}"
+NODE_DIR="${INTEROP_NODE_DIR:-$REPO/target/interop-eras-node}"
+SCENARIOS="${INTEROP_ERAS_SCENARIOS:-py2026-everything py2026-demo-legacy ts2025-python-modern ts2025-demo-modern}"
+PY_CLIENT="tests/interop/eras_python_client.py"
+TS_CLIENT="tests/interop/eras_ts_client.mjs"
+MODERN_SERVER="$REPO/tests/interop/eras_modern_server.py"
+
+log() { printf '[interop-eras] %s\n' "$*" >&2; }
+die() { log "ERROR: $*"; echo "0 passed, 1 failed"; exit 2; }
+
+[ -x "$BIN" ] || die "bridge binary '$BIN' not found or not executable (build it first or set MCP_BRIDGE_BIN)"
+BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
+for f in "$PY_CLIENT" "$TS_CLIENT" "$MODERN_SERVER"; do [ -f "$f" ] || die "$f missing"; done
+command -v "$PY_BOOT" >/dev/null || die "$PY_BOOT is required"
+NODE="$(command -v node)" || die "node is required"
+command -v npm >/dev/null || die "npm is required"
+
+# ---------------------------------------------------------------- venv + mcp==2.3.0 (idempotent)
+PY="$VENV/bin/python"
+sdk_ok() { [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$PY_SDK_VERSION')" 2>/dev/null; }
+if ! sdk_ok; then
+  log "creating $VENV with mcp==$PY_SDK_VERSION"
+  rm -rf "$VENV"
+  mkdir -p "$(dirname "$VENV")" || die "cannot create $(dirname "$VENV")"
+  "$PY_BOOT" -m venv "$VENV" || die "python -m venv failed (Debian: apt-get install python3-venv)"
+  "$PY" -m pip install --quiet --disable-pip-version-check "mcp==$PY_SDK_VERSION" || die "pip install mcp==$PY_SDK_VERSION failed"
+  sdk_ok || die "mcp==$PY_SDK_VERSION not importable after install"
+fi
+
+# ---------------------------------------------------------------- npm packages (idempotent)
+NM="$NODE_DIR/node_modules"
+EVERYTHING="$NM/@modelcontextprotocol/server-everything/dist/index.js"
+npm_version() { "$NODE" -p "require('$NM/$1/package.json').version" 2>/dev/null; }
+npm_ok() {
+  [ "$(npm_version @modelcontextprotocol/sdk)" = "$TS_SDK_VERSION" ] &&
+    [ "$(npm_version @modelcontextprotocol/server-everything)" = "$EVERYTHING_VERSION" ] && [ -f "$EVERYTHING" ]
+}
+if ! npm_ok; then
+  log "installing @modelcontextprotocol/sdk@$TS_SDK_VERSION and @modelcontextprotocol/server-everything@$EVERYTHING_VERSION into $NODE_DIR"
+  mkdir -p "$NODE_DIR" || die "cannot create $NODE_DIR"
+  [ -f "$NODE_DIR/package.json" ] || echo '{"name":"mcp-bridge-interop-eras","private":true}' >"$NODE_DIR/package.json"
+  # server-everything depends on the SDK (^1.x); installing both in one prefix makes the server
+  # use 1.32.2 as well unless its range excludes it.
+  if ! (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error \
+      "@modelcontextprotocol/sdk@$TS_SDK_VERSION" "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
+      >"$NODE_DIR/npm-install.log" 2>&1); then
+    tail -n 30 "$NODE_DIR/npm-install.log" >&2
+    die "npm install failed"
+  fi
+  npm_ok || die "npm packages not at the pinned versions after install"
+fi
+export INTEROP_NODE_MODULES="$NM"
+
+# ---------------------------------------------------------------- one scenario
+TOTAL_PASS=0; TOTAL_FAIL=0; RC=0
+BRIDGE_PID=; BRIDGE_LOG=
+TRACE_ARG=(); [ "${INTEROP_TRACE:-0}" = 1 ] && TRACE_ARG=(--trace)
+
+stop_bridge() {
+  if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
+    kill "$BRIDGE_PID" 2>/dev/null
+    for _ in $(seq 1 80); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$BRIDGE_PID" 2>/dev/null
+  fi
+  [ -n "${BRIDGE_PID:-}" ] && wait "$BRIDGE_PID" 2>/dev/null
+  BRIDGE_PID=
+}
+cleanup() { stop_bridge; [ -n "${BRIDGE_LOG:-}" ] && rm -f "$BRIDGE_LOG"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+
+# scenario NAME WANT_CHILD_ERA(2025|2026) CLIENT(py|ts) TARGET SERVE_ARGS...
+scenario() {
+  local name="$1" want_era="$2" kind="$3" target="$4"; shift 4
+  local serve_args=("$@") client=()
+  local port url sp=0 sf=0 out rc summary p f
+  port="$(free_port)"; url="http://127.0.0.1:$port/mcp"
+  case "$kind" in
+    py) client=("$PY" "$PY_CLIENT" "$url" --target "$target") ;;
+    ts) client=("$NODE" "$TS_CLIENT" "$url" --target "$target") ;;
+  esac
+  BRIDGE_LOG="$(mktemp -t mcpb-interop-eras.XXXXXX.log)"
+  log "$name: $BIN serve --port $port ${serve_args[*]}"
+  "$BIN" serve --port "$port" "${serve_args[@]}" >"$BRIDGE_LOG" 2>&1 &
+  BRIDGE_PID=$!
+
+  local ready=0
+  for _ in $(seq 1 150); do   # up to ~30 s
+    kill -0 "$BRIDGE_PID" 2>/dev/null || break
+    if "$PY" -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1',$port)))" 2>/dev/null; then
+      ready=1; break
+    fi
+    sleep 0.2
+  done
+
+  if [ "$ready" = 1 ]; then
+    # The child is probed at start-up; wait (bounded) for its era to be logged.
+    local era=""
+    for _ in $(seq 1 150); do
+      era="$(sed -nE 's/.*child ready.*era="?([0-9]{4})"?.*/\1/p' "$BRIDGE_LOG" | tail -n1)"
+      [ -n "$era" ] && break
+      kill -0 "$BRIDGE_PID" 2>/dev/null || break
+      sleep 0.2
+    done
+    if [ "$era" = "$want_era" ]; then
+      echo "PASS $name child era: the bridge probed its child as $era-era (client is of the other era)"; sp=$((sp + 1))
+    else
+      echo "FAIL $name child era: want $want_era, bridge log says '${era:-nothing}'"; sf=$((sf + 1))
+    fi
+
+    out="$(timeout 180 "${client[@]}" "${TRACE_ARG[@]}")"
+    rc=$?
+    printf '%s\n' "$out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
+    summary="$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n1)"
+    if [ -n "$summary" ]; then
+      p="${summary%% passed*}"; f="${summary#*, }"; f="${f%% failed*}"
+    else
+      p=0; f=1; echo "FAIL $name client: no summary line (exit $rc)"
+    fi
+    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+    sp=$((sp + p)); sf=$((sf + f))
+    if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
+      echo "FAIL $name bridge: exited during the scenario"; sf=$((sf + 1))
+    fi
+  else
+    echo "FAIL $name start: bridge not listening on 127.0.0.1:$port"; sf=$((sf + 1))
+  fi
+
+  log "$name: $sp passed, $sf failed"
+  if [ "$sf" -ne 0 ]; then
+    RC=1
+    log "$name: bridge log (last 80 lines):"; tail -n 80 "$BRIDGE_LOG" | sed 's/^/    /' >&2
+  fi
+  stop_bridge
+  rm -f "$BRIDGE_LOG"; BRIDGE_LOG=
+  TOTAL_PASS=$((TOTAL_PASS + sp)); TOTAL_FAIL=$((TOTAL_FAIL + sf))
+}
+
+# ---------------------------------------------------------------- the scenarios
+for s in $SCENARIOS; do
+  case "$s" in
+    py2026-everything)    scenario "$s" 2025 py everything -- "$NODE" "$EVERYTHING" stdio ;;
+    py2026-demo-legacy)   scenario "$s" 2025 py demo --demo --demo-era legacy ;;
+    ts2025-python-modern) scenario "$s" 2026 ts python -- "$PY" "$MODERN_SERVER" ;;
+    ts2025-demo-modern)   scenario "$s" 2026 ts demo --demo --demo-era modern ;;
+    *) echo "FAIL $s: unknown scenario"; TOTAL_FAIL=$((TOTAL_FAIL + 1)); RC=1 ;;
+  esac
+done
+
+echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
+[ "$TOTAL_FAIL" -eq 0 ] && [ "$RC" -eq 0 ] && exit 0
+exit 1
