@@ -527,3 +527,50 @@ async fn log_level_in_front_of_legacy_child() {
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.error_code(), -32602, "{r:?}");
 }
+
+/// Sampling and roots from a 2025 child reach a 2026 client as input_required too, and the
+/// retry completes the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_child_sampling_and_roots_via_input_required() {
+    let b = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let c = client();
+    for (i, (tool, args, cap, answer, want)) in [
+        (
+            "sample",
+            json!({"prompt": "2+2?"}),
+            json!({"sampling": {}}),
+            json!({"role": "assistant", "content": {"type": "text", "text": "four"}, "model": "m"}),
+            "four",
+        ),
+        (
+            "roots",
+            json!({}),
+            json!({"roots": {}}),
+            json!({"roots": [{"uri": "file:///srv/project"}]}),
+            "file:///srv/project",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = i as i64 * 10;
+        let first = modern_request(
+            json!(id),
+            "tools/call",
+            json!({"name": tool, "arguments": args.clone(), "_meta": {META_CAPS: cap.clone()}}),
+        );
+        let r = post_modern(&c, &b.url, &first).await;
+        let res = r.result().clone();
+        assert_eq!(res["resultType"], "input_required", "{tool}: {res}");
+        let (key, req) = res["inputRequests"].as_object().unwrap().iter().next().unwrap();
+        assert!(req["method"].as_str().unwrap().starts_with(if tool == "sample" { "sampling" } else { "roots" }));
+        let retry = modern_request(
+            json!(id + 1),
+            "tools/call",
+            json!({"name": tool, "arguments": args, "inputResponses": {key: answer},
+                   "requestState": res["requestState"], "_meta": {META_CAPS: cap}}),
+        );
+        let r = post_modern(&c, &b.url, &retry).await;
+        assert!(r.text().contains(want), "{tool}: {r:?}");
+    }
+}

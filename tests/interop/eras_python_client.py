@@ -217,11 +217,10 @@ async def run(url: str, target: str, trace: Trace) -> Runner:
             await r.check("tools/list", tools_list)
 
             first = len(trace.requests)
-            outcome: dict[str, Any] = {}
+            call_mark = trace.mark()
 
             async def elicit() -> tuple[bool, str]:
                 res = await client.call_tool(spec["tool"], spec["args"])
-                outcome["result"] = res
                 texts = _texts(res)
                 joined = "\n".join(texts)
                 if res.is_error:
@@ -277,9 +276,8 @@ async def run(url: str, target: str, trace: Trace) -> Runner:
                             f"requestState echoed={p1.get('requestState') == state} -> HTTP {c1['status']} "
                             f"resultType={res1.get('resultType')!r}; tools/call POSTs={len(calls)}")
 
-            mark = trace.mark()
             ok, detail = wire()
-            r.report(ok, "on the wire", detail, mark)
+            r.report(ok, "on the wire", detail, call_mark)
     except Exception as e:  # noqa: BLE001
         r.report(False, "run", f"aborted: {type(e).__name__}: {_clip(str(e), 500)}", mark)
     return r

@@ -205,6 +205,7 @@ if (connected) {
   });
 
   const first = requests.length;
+  const callMark = lines.length;
   const roundTrip = await check('elicitation round trip', async () => {
     const res = await client.callTool({ name: spec.tool, arguments: spec.args });
     const texts = (res.content ?? []).filter((b) => b.type === 'text').map((b) => b.text);
@@ -222,7 +223,6 @@ if (connected) {
   // On the wire: the tools/call POST got an SSE stream carrying an elicitation/create request
   // (bridge-minted id) before the final response; the client's answer was POSTed and got 202.
   await new Promise((r) => setTimeout(r, 200));
-  const mark = lines.length;
   const calls = requests.slice(first).filter((q) => q.msg?.method === 'tools/call');
   const call = calls[0];
   let detail = `${calls.length} tools/call POST(s)`;
@@ -241,7 +241,7 @@ if (connected) {
       `elicitation/create id(s)=${JSON.stringify(reqs.map((r) => r.id))}; answer POST(s) -> ` +
       `${JSON.stringify(answers.map((a) => a.status))} (want [202]); final resultType=${JSON.stringify(msgs[finalIdx]?.result?.resultType)}`;
   }
-  report(ok, 'on the wire', detail, mark);
+  report(ok, 'on the wire', detail, callMark);
 
   await check('disconnect', async () => {
     await transport.terminateSession();
