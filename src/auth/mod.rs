@@ -237,6 +237,9 @@ impl Prepared {
         } else {
             Some(Metadata::new(&resource, &servers, &a.required_scope)?)
         };
+        if metadata.is_none() && a.auth == AuthMode::Jwt {
+            warn!("no --authorization-server or --issuer: protected-resource metadata is not published");
+        }
         let check = match a.auth {
             AuthMode::Bearer => match self.tokens {
                 Some(t) => Check::Bearer(t),
