@@ -132,6 +132,9 @@ pub struct ServeArgs {
     /// SSE keep-alive comment interval on long streams.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub keepalive: Duration,
+    /// Authentication and TLS (src/auth).
+    #[command(flatten)]
+    pub auth: crate::auth::AuthArgs,
     /// The stdio server to publish: CMD ARGS (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -237,6 +240,8 @@ impl ServeArgs {
             max_sessions: self.max_sessions.max(1),
             isolation_session: self.isolation == Isolation::Session,
             keepalive: self.keepalive.max(Duration::from_millis(100)),
+            auth: None,
+            tls: None,
         };
         Ok((child, http))
     }

@@ -8,6 +8,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod app;
+pub mod auth;
 pub mod call;
 pub mod cli;
 pub mod demo;

@@ -57,6 +57,14 @@ fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
+    // Before the runtime: reads secrets (and takes the token variable out of the environment).
+    let security = match mcp_bridge::auth::prepare(&args.auth, args.host) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mcp-bridge serve: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -79,7 +87,18 @@ fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
             .local_addr()
             .map(|a| a.to_string())
             .unwrap_or_default();
-        info!("listening on http://{local}{}", http.path);
+        let scheme = security.scheme();
+        let http = match security
+            .finish(http, listener.local_addr().unwrap_or(args.addr()))
+            .await
+        {
+            Ok(h) => h,
+            Err(e) => {
+                error!("mcp-bridge serve: {e}");
+                return ExitCode::from(EX_USAGE);
+            }
+        };
+        info!("listening on {scheme}://{local}{}", http.path);
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
         mcp_bridge::app::run_serve(child, http, listener, shutdown, args.shutdown_grace).await;

@@ -54,6 +54,8 @@ pub struct Metrics {
     calls_in_flight: IntGauge,
     sse_streams: IntGauge,
     sessions: IntGaugeVec,
+    auth_failures: IntCounterVec,
+    auth_successes: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -144,6 +146,18 @@ impl Metrics {
             calls_in_flight: gauge("calls_in_flight", "Calls waiting for their final response"),
             sse_streams: gauge("sse_streams_open", "Open SSE response streams"),
             sessions: gauge_vec("sessions_active", "Active 2025-era sessions", &["era"]),
+            auth_failures: counter(
+                &r,
+                "auth_failures_total",
+                "Requests refused by authentication, by reason",
+                &["reason"],
+            ),
+            auth_successes: counter(
+                &r,
+                "auth_successes_total",
+                "Authenticated requests, by caller (token name, or jwt)",
+                &["caller"],
+            ),
             latency,
             registry: r,
         }
@@ -210,6 +224,15 @@ impl Metrics {
     }
     pub fn sessions(&self, era: &'static str) -> prometheus::IntGauge {
         self.sessions.with_label_values(&[era])
+    }
+    pub fn auth_failure(&self, reason: &'static str) {
+        self.auth_failures.with_label_values(&[reason]).inc();
+    }
+    pub fn auth_failure_count(&self, reason: &'static str) -> u64 {
+        self.auth_failures.with_label_values(&[reason]).get()
+    }
+    pub fn auth_success(&self, caller: &str) {
+        self.auth_successes.with_label_values(&[caller]).inc();
     }
 
     /// The text exposition format.

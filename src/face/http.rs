@@ -17,7 +17,9 @@ use serde_json::value::RawValue;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
+
+use crate::auth::http as auth;
 
 use crate::call::{Call, CallCtx};
 use crate::face::respond::{self, rpc_error, status_only, Body, Responder};
@@ -44,6 +46,10 @@ pub struct HttpConfig {
     pub max_sessions: usize,
     pub isolation_session: bool,
     pub keepalive: Duration,
+    /// Authentication on the MCP endpoint (none: open).
+    pub auth: Option<Arc<crate::auth::Auth>>,
+    /// TLS termination (none: plain HTTP).
+    pub tls: Option<Arc<crate::auth::tls::Tls>>,
 }
 
 /// Shared state of the face.
@@ -117,6 +123,19 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
             let app = app2.clone();
             async move { Ok::<_, std::convert::Infallible>(handle(app, req, peer).await) }
         });
+        if let Some(tls) = app.cfg.tls.clone() {
+            let (builder, watcher) = (builder.clone(), graceful.watcher());
+            tokio::spawn(async move {
+                let Some(stream) = tls.accept(stream).await else {
+                    return;
+                };
+                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                if let Err(e) = watcher.watch(conn.into_owned()).await {
+                    debug!("connection ended: {e}");
+                }
+            });
+            continue;
+        }
         let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
         let conn = graceful.watch(conn.into_owned());
         tokio::spawn(async move {
@@ -133,7 +152,7 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
     app.sessions.close_all();
 }
 
-async fn handle(app: Arc<App>, req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
+async fn handle(app: Arc<App>, mut req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let route = if path == app.cfg.path {
@@ -143,19 +162,24 @@ async fn handle(app: Arc<App>, req: Request<Incoming>, _peer: SocketAddr) -> Res
     } else {
         ROUTE_OTHER
     };
-    let resp = match guard(&app, req.headers()) {
+    let origin = req.headers().get(header::ORIGIN).cloned();
+    let mut resp = match guard(&app, req.headers()) {
         Err(r) => r,
-        Ok(()) => match route {
-            ROUTE_MCP => mcp(&app, req).await,
-            ROUTE_HEALTH => health(&app, &path),
-            _ => status_only(StatusCode::NOT_FOUND),
+        Ok(()) => match auth::front(&app.cfg, &app.metrics, &mut req, route == ROUTE_MCP).await {
+            auth::Front::Respond(r) => r,
+            auth::Front::Pass(caller) => match route {
+                ROUTE_MCP => mcp(&app, req).instrument(auth::span(&caller)).await,
+                ROUTE_HEALTH => health(&app, &path),
+                _ => status_only(StatusCode::NOT_FOUND),
+            },
         },
     };
-    let mut resp = resp;
+    auth::cors(&app.cfg, origin.as_ref(), &mut resp);
     if matches!(
         resp.status(),
         StatusCode::PAYLOAD_TOO_LARGE
             | StatusCode::FORBIDDEN
+            | StatusCode::UNAUTHORIZED
             | StatusCode::UNSUPPORTED_MEDIA_TYPE
             | StatusCode::NOT_ACCEPTABLE
     ) {

@@ -1,0 +1,446 @@
+//! Authentication and transport security for the HTTP face (issue 4).
+//!
+//! The bridge is an OAuth 2.1 *resource server* (MCP authorization, RFC 9728, RFC 8707): it
+//! checks the `Authorization: Bearer` token on every request to the MCP endpoint and never
+//! passes it on. Two ways to check a token:
+//!
+//! - `bearer`: static API keys from a file (`name:token` lines) and/or an environment variable,
+//!   kept only as SHA-256 digests and compared in constant time ([`bearer`]);
+//! - `jwt`: signed access tokens checked against a JWKS (URL or file) with issuer, audience
+//!   (default: the endpoint's canonical URL), an algorithm allow-list and required scopes
+//!   ([`jwt`], keys fetched by [`fetch`]).
+//!
+//! [`http`] is the face's hook (Protected Resource Metadata, CORS preflight, the 401/403
+//! answers); [`tls`] terminates TLS with rustls (aws-lc-rs provider) and reloads certificates.
+//!
+//! Configuration happens in two steps: [`prepare`] before binding (reads secrets, refuses unsafe
+//! set-ups, loads certificates) and [`Prepared::finish`] after binding, when the canonical URL
+//! (which may include a port picked by the OS) is known.
+
+pub mod bearer;
+pub mod fetch;
+pub mod http;
+pub mod jwt;
+pub mod tls;
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use tracing::{info, warn};
+
+use crate::face::http::HttpConfig;
+
+/// How callers authenticate on the MCP endpoint.
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
+pub enum AuthMode {
+    /// No authentication (only allowed on loopback unless --allow-unauthenticated).
+    #[default]
+    None,
+    /// Static bearer tokens (API keys) from --token-file and/or --token-env.
+    Bearer,
+    /// JWT access tokens checked against a JWKS (--jwks-url or --jwks-file).
+    Jwt,
+}
+
+/// The `serve` flags of this module (flattened into `ServeArgs`).
+#[derive(Debug, Clone, Default, Args)]
+pub struct AuthArgs {
+    /// How callers authenticate on the MCP endpoint.
+    #[arg(long, value_enum, default_value = "none")]
+    pub auth: AuthMode,
+    /// Bearer tokens, one per line, optionally `name:TOKEN` (the name identifies the caller).
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// Name of an environment variable holding bearer tokens (comma- or newline-separated).
+    #[arg(long, value_name = "VAR")]
+    pub token_env: Option<String>,
+    /// JWKS URL of the authorization server (http or https).
+    #[arg(long, value_name = "URL")]
+    pub jwks_url: Option<String>,
+    /// JWKS file (read at start and re-read on refresh).
+    #[arg(long, value_name = "FILE")]
+    pub jwks_file: Option<PathBuf>,
+    /// Required `iss` of JWTs (also the default authorization server in the metadata).
+    #[arg(long, value_name = "URL")]
+    pub issuer: Option<String>,
+    /// Accepted `aud` of JWTs (repeatable; default: the canonical URL of the endpoint).
+    #[arg(long, value_name = "AUD")]
+    pub audience: Vec<String>,
+    /// Scope every token must carry (repeatable); a missing one gets 403 insufficient_scope.
+    #[arg(long = "required-scope", value_name = "SCOPE")]
+    pub required_scope: Vec<String>,
+    /// Authorization server for the protected-resource metadata (repeatable).
+    #[arg(long = "authorization-server", value_name = "URL")]
+    pub authorization_server: Vec<String>,
+    /// Canonical URL of the endpoint as clients see it (default: scheme://bind-address:port/path).
+    #[arg(long, value_name = "URL")]
+    pub resource_url: Option<String>,
+    /// TLS certificate chain (PEM); reloaded on SIGHUP and when the file changes.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Serve a non-loopback address without authentication (refused otherwise).
+    #[arg(long)]
+    pub allow_unauthenticated: bool,
+}
+
+/// How long JWT `exp`/`nbf` may be off (clock skew between the issuer and us).
+pub const LEEWAY_SECS: u64 = 30;
+
+/// The first step's result: secrets read, certificates loaded, unsafe set-ups refused.
+pub struct Prepared {
+    args: AuthArgs,
+    tokens: Option<bearer::TokenSet>,
+    tls: Option<Arc<tls::Tls>>,
+}
+
+/// Check the flags and read what must be read before binding. Runs before the runtime starts
+/// (single-threaded), so the token variable can be removed from the environment here: with
+/// `--pass-environment` the child would otherwise inherit it.
+pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
+    let a = args.clone();
+    let bearer_flags = a.token_file.is_some() || a.token_env.is_some();
+    let jwt_flags = a.jwks_url.is_some() || a.jwks_file.is_some() || a.issuer.is_some();
+    match a.auth {
+        AuthMode::None => {
+            if bearer_flags || jwt_flags {
+                return Err("token or JWKS flags given without --auth bearer|jwt".into());
+            }
+            if !host.is_loopback() && !a.allow_unauthenticated {
+                return Err(format!(
+                    "refusing to serve {host} without authentication: anyone who can reach it \
+                     could run the published server. Use --auth bearer|jwt, or \
+                     --allow-unauthenticated to accept that risk"
+                ));
+            }
+        }
+        AuthMode::Bearer => {
+            if !bearer_flags {
+                return Err("--auth bearer needs --token-file and/or --token-env".into());
+            }
+            if jwt_flags {
+                return Err("--jwks-url/--jwks-file/--issuer belong to --auth jwt".into());
+            }
+        }
+        AuthMode::Jwt => {
+            if bearer_flags {
+                return Err("--token-file/--token-env belong to --auth bearer".into());
+            }
+            match (&a.jwks_url, &a.jwks_file) {
+                (Some(_), Some(_)) => return Err("give --jwks-url or --jwks-file, not both".into()),
+                (None, None) => return Err("--auth jwt needs --jwks-url or --jwks-file".into()),
+                (Some(u), None) => {
+                    fetch::Target::parse(u).map_err(|e| format!("--jwks-url: {e}"))?;
+                }
+                _ => {}
+            }
+        }
+    }
+    if a.auth != AuthMode::Jwt && !a.audience.is_empty() {
+        return Err("--audience belongs to --auth jwt".into());
+    }
+    let tokens = if a.auth == AuthMode::Bearer {
+        let mut set = bearer::TokenSet::default();
+        if let Some(p) = &a.token_file {
+            let text = std::fs::read_to_string(p)
+                .map_err(|e| format!("cannot read --token-file {}: {e}", p.display()))?;
+            set.add_lines(&text, None)
+                .map_err(|e| format!("--token-file {}: {e}", p.display()))?;
+        }
+        if let Some(var) = &a.token_env {
+            let v = std::env::var(var)
+                .map_err(|_| format!("--token-env {var}: variable not set or not UTF-8"))?;
+            set.add_lines(&v.replace(',', "\n"), Some("env"))
+                .map_err(|e| format!("--token-env {var}: {e}"))?;
+            // Keep the secret out of the child's environment (--pass-environment).
+            std::env::remove_var(var);
+        }
+        if set.is_empty() {
+            return Err("no bearer tokens configured (the token file/variable is empty)".into());
+        }
+        Some(set)
+    } else {
+        None
+    };
+    let tls = match (&a.tls_cert, &a.tls_key) {
+        (Some(c), Some(k)) => Some(tls::Tls::load(c.clone(), k.clone())?),
+        (None, None) => None,
+        _ => return Err("--tls-cert and --tls-key go together".into()),
+    };
+    Ok(Prepared {
+        args: a,
+        tokens,
+        tls,
+    })
+}
+
+impl Prepared {
+    /// The URL scheme clients use.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Complete the face's configuration once the listener is bound.
+    pub async fn finish(
+        self,
+        mut http: HttpConfig,
+        bound: SocketAddr,
+    ) -> Result<HttpConfig, String> {
+        let a = &self.args;
+        if let Some(t) = &self.tls {
+            t.spawn_reloader();
+        }
+        http.tls = self.tls.clone();
+        if a.auth == AuthMode::None {
+            if !a.authorization_server.is_empty() || !a.required_scope.is_empty() {
+                warn!("--authorization-server/--required-scope have no effect without --auth");
+            }
+            return Ok(http);
+        }
+        let resource = match &a.resource_url {
+            Some(u) => canonical(u)?,
+            None => {
+                let ip = bound.ip();
+                if ip.is_unspecified()
+                    && (a.auth == AuthMode::Jwt || !a.authorization_server.is_empty())
+                {
+                    return Err(format!(
+                        "--resource-url is required when binding {ip}: it is the URL clients \
+                         use, and tokens must be issued for it"
+                    ));
+                }
+                let host = match ip {
+                    IpAddr::V6(v6) => format!("[{v6}]"),
+                    IpAddr::V4(v4) => v4.to_string(),
+                };
+                format!("{}://{host}:{}{}", self.scheme(), bound.port(), http.path)
+            }
+        };
+        let mut servers = a.authorization_server.clone();
+        if servers.is_empty() {
+            if let Some(iss) = &a.issuer {
+                servers.push(iss.clone());
+            }
+        }
+        let metadata = if servers.is_empty() {
+            None
+        } else {
+            Some(Metadata::new(&resource, &servers, &a.required_scope)?)
+        };
+        if metadata.is_none() && a.auth == AuthMode::Jwt {
+            warn!("no --authorization-server or --issuer: protected-resource metadata is not published");
+        }
+        let check = match a.auth {
+            AuthMode::Bearer => match self.tokens {
+                Some(t) => Check::Bearer(t),
+                None => return Err("no bearer tokens configured".into()),
+            },
+            AuthMode::Jwt => {
+                let source = match (&a.jwks_url, &a.jwks_file) {
+                    (Some(u), _) => jwt::Source::Url(fetch::Target::parse(u)?),
+                    (None, Some(f)) => jwt::Source::File(f.clone()),
+                    (None, None) => return Err("--auth jwt needs --jwks-url or --jwks-file".into()),
+                };
+                let audiences = if a.audience.is_empty() {
+                    vec![resource.clone()]
+                } else {
+                    a.audience.clone()
+                };
+                let v = jwt::Verifier::new(jwt::Config {
+                    source,
+                    issuer: a.issuer.clone(),
+                    audiences,
+                    leeway: LEEWAY_SECS,
+                });
+                v.start().await?;
+                Check::Jwt(v)
+            }
+            AuthMode::None => return Ok(http),
+        };
+        info!(
+            mode = ?a.auth,
+            resource = %resource,
+            metadata = metadata.as_ref().map(|m| m.url.as_str()).unwrap_or("none"),
+            "authentication required on the MCP endpoint"
+        );
+        http.auth = Some(Arc::new(Auth {
+            check,
+            resource,
+            metadata,
+            scopes: a.required_scope.clone(),
+        }));
+        Ok(http)
+    }
+}
+
+/// A canonical resource URL (RFC 8707): absolute http(s), no fragment, no trailing slash.
+fn canonical(u: &str) -> Result<String, String> {
+    let uri: ::http::Uri = u
+        .parse()
+        .map_err(|e| format!("--resource-url {u:?}: {e}"))?;
+    match uri.scheme_str() {
+        Some("http") | Some("https") => {}
+        _ => return Err(format!("--resource-url {u:?}: must be an http(s) URL")),
+    }
+    if uri.authority().is_none() || u.contains('#') {
+        return Err(format!(
+            "--resource-url {u:?}: needs a host and no fragment"
+        ));
+    }
+    Ok(u.trim_end_matches('/').to_owned())
+}
+
+/// Protected Resource Metadata (RFC 9728): the document and where it is published.
+pub struct Metadata {
+    /// The path-inserted well-known URL announced in `WWW-Authenticate`.
+    pub url: String,
+    /// Path of the resource (e.g. `/mcp`), for the path-inserted well-known form.
+    pub resource_path: String,
+    pub body: Bytes,
+}
+
+pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
+
+impl Metadata {
+    fn new(resource: &str, servers: &[String], scopes: &[String]) -> Result<Self, String> {
+        let uri: ::http::Uri = resource
+            .parse()
+            .map_err(|e| format!("resource URL {resource:?}: {e}"))?;
+        let (Some(scheme), Some(auth)) = (uri.scheme_str(), uri.authority()) else {
+            return Err(format!("resource URL {resource:?} is not absolute"));
+        };
+        let path = uri.path().trim_end_matches('/').to_owned();
+        let url = format!("{scheme}://{auth}{WELL_KNOWN}{path}");
+        let mut doc = serde_json::json!({
+            "resource": resource,
+            "authorization_servers": servers,
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcp-bridge",
+        });
+        if !scopes.is_empty() {
+            doc["scopes_supported"] = serde_json::json!(scopes);
+        }
+        Ok(Metadata {
+            url,
+            resource_path: path,
+            body: Bytes::from(doc.to_string()),
+        })
+    }
+}
+
+/// How tokens are checked.
+pub enum Check {
+    Bearer(bearer::TokenSet),
+    Jwt(Arc<jwt::Verifier>),
+}
+
+/// The MCP endpoint's authentication, shared by all requests.
+pub struct Auth {
+    pub check: Check,
+    /// Canonical URL of the endpoint (default JWT audience; PRM `resource`).
+    pub resource: String,
+    pub metadata: Option<Metadata>,
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for Auth {
+    // Never prints token digests or keys.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mode = match self.check {
+            Check::Bearer(_) => "bearer",
+            Check::Jwt(_) => "jwt",
+        };
+        f.debug_struct("Auth")
+            .field("mode", &mode)
+            .field("resource", &self.resource)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who a request came from, once authenticated.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Token name (bearer) or `sub` (JWT); safe to log.
+    pub name: Arc<str>,
+    /// Bounded label for metrics: the token name, or `jwt`.
+    pub label: Arc<str>,
+}
+
+/// Why a request was refused; `reason` is the metrics label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: &'static str,
+    /// The OAuth error code for `WWW-Authenticate` (none when no credentials were sent).
+    pub error: Option<&'static str>,
+    pub description: &'static str,
+}
+
+impl Refusal {
+    pub const fn new(
+        reason: &'static str,
+        error: Option<&'static str>,
+        description: &'static str,
+    ) -> Self {
+        Refusal {
+            reason,
+            error,
+            description,
+        }
+    }
+}
+
+/// The token check timeout for a JWKS refresh triggered by an unknown `kid`.
+pub const DEMAND_REFRESH_WAIT: Duration = Duration::from_secs(5);
+
+impl Auth {
+    /// Check one presented token (already taken out of the `Authorization` header).
+    pub async fn verify(&self, token: &str) -> Result<Caller, Refusal> {
+        match &self.check {
+            Check::Bearer(set) => match set.verify(token) {
+                Some(name) => Ok(Caller {
+                    label: name.clone(),
+                    name,
+                }),
+                None => Err(Refusal::new(
+                    "unknown_token",
+                    Some("invalid_token"),
+                    "The access token is not valid",
+                )),
+            },
+            Check::Jwt(v) => {
+                let claims = v.verify(token).await?;
+                let granted = jwt::scopes(&claims);
+                if !self
+                    .scopes
+                    .iter()
+                    .all(|need| jwt::scope_granted(&granted, need))
+                {
+                    return Err(Refusal::new(
+                        "insufficient_scope",
+                        Some("insufficient_scope"),
+                        "The access token lacks a required scope",
+                    ));
+                }
+                let sub = claims
+                    .get("sub")
+                    .and_then(|s| s.as_str())
+                    .map(|s| s.chars().take(64).collect::<String>())
+                    .unwrap_or_else(|| "jwt".into());
+                Ok(Caller {
+                    name: Arc::from(sub),
+                    label: Arc::from("jwt"),
+                })
+            }
+        }
+    }
+}

@@ -1,0 +1,161 @@
+//! TLS termination: rustls with the aws-lc-rs provider, TLS 1.2 and 1.3 only, ALPN `h2` and
+//! `http/1.1`. The certificate and key are PEM files; they are reloaded on SIGHUP and when
+//! either file's modification time or size changes (checked every [`POLL`]). A reload that
+//! fails keeps the previous certificate and logs why; new connections pick up the new one,
+//! open connections keep theirs.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+
+use rustls::ServerConfig;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
+use tracing::{debug, info, warn};
+
+/// How often the files are checked for changes.
+pub const POLL: Duration = Duration::from_secs(2);
+/// Longest a client may take for the handshake.
+pub const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
+
+type Stamp = Option<(SystemTime, u64, SystemTime, u64)>;
+
+/// The current server configuration and where it came from.
+pub struct Tls {
+    cert: PathBuf,
+    key: PathBuf,
+    current: RwLock<Arc<ServerConfig>>,
+    stamp: Mutex<Stamp>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("cert", &self.cert)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+fn stamp(cert: &PathBuf, key: &PathBuf) -> Stamp {
+    let m = |p: &PathBuf| {
+        std::fs::metadata(p)
+            .ok()
+            .and_then(|m| Some((m.modified().ok()?, m.len())))
+    };
+    let (c, k) = (m(cert)?, m(key)?);
+    Some((c.0, c.1, k.0, k.1))
+}
+
+/// Build a server configuration from the PEM files.
+pub fn server_config(cert: &PathBuf, key: &PathBuf) -> Result<ServerConfig, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("--tls-cert {}: {e}", cert.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "--tls-cert {}: no certificate in the file",
+            cert.display()
+        ));
+    }
+    let key = PrivateKeyDer::from_pem_file(key)
+        .map_err(|e| format!("--tls-key {}: {e}", key.display()))?;
+    let mut cfg = ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::aws_lc_rs::default_provider(),
+    ))
+    .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+    .map_err(|e| format!("TLS: {e}"))?
+    .with_no_client_auth()
+    .with_single_cert(certs, key)
+    .map_err(|e| format!("TLS certificate and key do not fit: {e}"))?;
+    cfg.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(cfg)
+}
+
+impl Tls {
+    /// Load the files (a failure here is a start-up error).
+    pub fn load(cert: PathBuf, key: PathBuf) -> Result<Arc<Tls>, String> {
+        let st = stamp(&cert, &key);
+        let cfg = server_config(&cert, &key)?;
+        Ok(Arc::new(Tls {
+            cert,
+            key,
+            current: RwLock::new(Arc::new(cfg)),
+            stamp: Mutex::new(st),
+        }))
+    }
+
+    /// Re-read the files; on error the previous configuration stays.
+    pub fn reload(&self) -> Result<(), String> {
+        let st = stamp(&self.cert, &self.key);
+        let cfg = server_config(&self.cert, &self.key)?;
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(cfg);
+        *self.stamp.lock().unwrap_or_else(|p| p.into_inner()) = st;
+        Ok(())
+    }
+
+    fn changed(&self) -> bool {
+        let now = stamp(&self.cert, &self.key);
+        now.is_some() && *self.stamp.lock().unwrap_or_else(|p| p.into_inner()) != now
+    }
+
+    /// Reload on SIGHUP and when the files change, for the life of the runtime.
+    pub fn spawn_reloader(self: &Arc<Self>) {
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut hup = match signal(SignalKind::hangup()) {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    warn!("cannot watch SIGHUP for certificate reloads: {e}");
+                    None
+                }
+            };
+            loop {
+                let by_signal = tokio::select! {
+                    _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => true,
+                    _ = tokio::time::sleep(POLL) => false,
+                };
+                let Some(t) = me.upgrade() else { break };
+                if !by_signal && !t.changed() {
+                    continue;
+                }
+                match t.reload() {
+                    Ok(()) => info!(
+                        cause = if by_signal { "SIGHUP" } else { "file change" },
+                        "TLS certificate reloaded"
+                    ),
+                    Err(e) => {
+                        warn!("TLS certificate reload failed; keeping the previous one: {e}");
+                        // Do not retry a half-written file in a tight loop: wait for the next change.
+                        *t.stamp.lock().unwrap_or_else(|p| p.into_inner()) = stamp(&t.cert, &t.key);
+                    }
+                }
+            }
+        });
+    }
+
+    /// Handshake on an accepted connection (bounded in time); `None` when it fails.
+    pub async fn accept(&self, tcp: TcpStream) -> Option<TlsStream<TcpStream>> {
+        let cfg = self
+            .current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let acceptor = tokio_rustls::TlsAcceptor::from(cfg);
+        match tokio::time::timeout(HANDSHAKE_LIMIT, acceptor.accept(tcp)).await {
+            Ok(Ok(s)) => Some(s),
+            Ok(Err(e)) => {
+                debug!("TLS handshake failed: {e}");
+                None
+            }
+            Err(_) => {
+                debug!("TLS handshake timed out");
+                None
+            }
+        }
+    }
+}
