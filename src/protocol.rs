@@ -223,6 +223,34 @@ pub fn legacy_result_to_modern(method: &str, result: &RawValue) -> Option<String
     String::from_utf8(out.to_vec()).ok()
 }
 
+/// Turn a 2026 child's complete result into a 2025 one: drop `resultType: "complete"`,
+/// `ttlMs` and `cacheScope`, which 2025 clients do not know. Other results (e.g.
+/// `input_required`, handled by the bridge) pass through. None when nothing changes.
+pub fn modern_result_to_legacy(result: &RawValue) -> Option<String> {
+    let s = result.get();
+    if memchr::memmem::find(s.as_bytes(), b"resultType").is_none()
+        && memchr::memmem::find(s.as_bytes(), b"ttlMs").is_none()
+    {
+        return None;
+    }
+    let f = Fields::parse(result)?;
+    match f.get("resultType").map(RawValue::get) {
+        None | Some("\"complete\"") => {}
+        Some(_) => return None,
+    }
+    let kept: Vec<_> =
+        f.0.iter()
+            .filter(|(k, _)| !matches!(&**k, "resultType" | "ttlMs" | "cacheScope"))
+            .cloned()
+            .collect();
+    if kept.len() == f.0.len() {
+        return None;
+    }
+    let mut out = bytes::BytesMut::with_capacity(s.len());
+    jsonrpc::write_object(&mut out, &kept);
+    String::from_utf8(out.to_vec()).ok()
+}
+
 /// Is a `tools/call` result an `isError: true` result?
 pub fn is_tool_error(result: &RawValue) -> bool {
     if memchr::memmem::find(result.get().as_bytes(), b"isError").is_none() {

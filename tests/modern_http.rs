@@ -562,8 +562,20 @@ async fn legacy_child_sampling_and_roots_via_input_required() {
         let r = post_modern(&c, &b.url, &first).await;
         let res = r.result().clone();
         assert_eq!(res["resultType"], "input_required", "{tool}: {res}");
-        let (key, req) = res["inputRequests"].as_object().unwrap().iter().next().unwrap();
-        assert!(req["method"].as_str().unwrap().starts_with(if tool == "sample" { "sampling" } else { "roots" }));
+        let (key, req) = res["inputRequests"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .next()
+            .unwrap();
+        assert!(req["method"]
+            .as_str()
+            .unwrap()
+            .starts_with(if tool == "sample" {
+                "sampling"
+            } else {
+                "roots"
+            }));
         let retry = modern_request(
             json!(id + 1),
             "tools/call",

@@ -168,7 +168,14 @@ async fn handle(app: Arc<App>, mut req: Request<Incoming>, _peer: SocketAddr) ->
         Ok(()) => match auth::front(&app.cfg, &app.metrics, &mut req, route == ROUTE_MCP).await {
             auth::Front::Respond(r) => r,
             auth::Front::Pass(caller) => match route {
-                ROUTE_MCP => mcp(&app, req).instrument(auth::span(&caller)).await,
+                ROUTE_MCP => {
+                    let span = auth::span(&caller);
+                    if let Some(c) = caller {
+                        // Who asked, for binding state the bridge hands out (requestState).
+                        req.extensions_mut().insert(c);
+                    }
+                    mcp(&app, req).instrument(span).await
+                }
                 ROUTE_HEALTH => health(&app, &path),
                 _ => status_only(StatusCode::NOT_FOUND),
             },
@@ -403,7 +410,12 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
             )
         }
     };
+    let principal = parts
+        .extensions
+        .get::<crate::auth::Caller>()
+        .map_or_else(|| "anonymous".to_owned(), |c| format!("caller:{}", c.name));
     let ctx = PostCtx {
+        principal,
         headers: &h,
         env: &env,
         kind,
@@ -446,6 +458,8 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
 
 /// One POST, parsed.
 pub struct PostCtx<'a> {
+    /// The authenticated caller ("anonymous" without authentication).
+    pub principal: String,
     pub headers: &'a HeaderMap,
     pub env: &'a Envelope<'a>,
     pub kind: Kind,

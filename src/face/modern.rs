@@ -288,10 +288,10 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
 /// How long a call may wait for its client's input before it is cancelled.
 const INPUT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
-/// Who the caller is, for binding `requestState`. Until authentication identifies callers,
-/// every caller is the same principal (the state is still bound to method and arguments).
-fn principal(_pc: &PostCtx<'_>) -> String {
-    "anonymous".to_owned()
+/// Who the caller is, for binding `requestState`: the authenticated identity, or one shared
+/// "anonymous" principal without authentication (the state is still bound to the arguments).
+fn principal(pc: &PostCtx<'_>) -> String {
+    pc.principal.clone()
 }
 
 fn mrtr_ctx(app: &App, pc: &PostCtx<'_>, round: u32, park_id: Option<u64>) -> respond::MrtrCtx {

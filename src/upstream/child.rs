@@ -852,13 +852,16 @@ impl ChildUpstream {
                         .metrics
                         .tool_result(&self.inner.cfg.name, protocol::is_tool_error(r));
                 }
-                if child_era == Some(Era::Legacy) && p.client_era == Era::Modern {
-                    match protocol::legacy_result_to_modern(&p.method, r) {
-                        Some(s) => Outcome::Result(jsonrpc::raw(&s)),
-                        None => Outcome::Result(r.to_owned()),
+                let translated = match (child_era, p.client_era) {
+                    (Some(Era::Legacy), Era::Modern) => {
+                        protocol::legacy_result_to_modern(&p.method, r)
                     }
-                } else {
-                    Outcome::Result(r.to_owned())
+                    (Some(Era::Modern), Era::Legacy) => protocol::modern_result_to_legacy(r),
+                    _ => None,
+                };
+                match translated {
+                    Some(s) => Outcome::Result(jsonrpc::raw(&s)),
+                    None => Outcome::Result(r.to_owned()),
                 }
             }
             (None, Some(e)) => {
@@ -1011,6 +1014,13 @@ impl ChildUpstream {
                 .map_err(|_| "the client session has no open stream"),
             Route::Nobody(why) => Err(why),
         };
+        if delivered.is_err() && method == "roots/list" {
+            // Nobody to ask: the honest answer is that no roots are shared.
+            let _ = proc
+                .stdin
+                .try_send(jsonrpc::result(id.get(), "{\"roots\":[]}"));
+            return;
+        }
         if let Err(why) = delivered {
             self.inner.metrics.dropped("unroutable_request");
             warn!(server = %self.inner.cfg.name, method, "cannot deliver the child's request: {why}");
