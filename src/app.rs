@@ -22,7 +22,28 @@ pub async fn run_serve(
     shutdown: CancellationToken,
     grace: Duration,
 ) {
+    run_serve_with(child, cfg, listener, None, shutdown, grace).await
+}
+
+/// Like [`run_serve`], also serving `/metrics` on `metrics_listener` when given.
+pub async fn run_serve_with(
+    child: ChildConfig,
+    cfg: HttpConfig,
+    listener: TcpListener,
+    metrics_listener: Option<TcpListener>,
+    shutdown: CancellationToken,
+    grace: Duration,
+) {
     let metrics = Arc::new(Metrics::new());
+    // Scrapes go on through the drain; the listener closes once everything else has stopped.
+    let metrics_stop = CancellationToken::new();
+    if let Some(l) = metrics_listener {
+        tokio::spawn(crate::face::metrics_http::serve(
+            l,
+            metrics.clone(),
+            metrics_stop.clone(),
+        ));
+    }
     let tracker = TaskTracker::new();
     let children = CancellationToken::new();
     let stopping = CancellationToken::new();
@@ -53,11 +74,13 @@ pub async fn run_serve(
         "shutting down: no new connections; draining calls for up to {} ms",
         grace.as_millis()
     );
+    app.metrics.set_shutting_down();
     stopping.cancel();
     let _ = face.await;
     info!("stopping child processes");
     children.cancel();
     tracker.close();
     tracker.wait().await;
+    metrics_stop.cancel();
     info!("shutdown complete");
 }

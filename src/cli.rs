@@ -19,6 +19,15 @@ pub struct Cli {
     /// Log filter for stderr (error, warn, info, debug, trace, or a RUST_LOG-style filter).
     #[arg(long, global = true, env = "MCP_BRIDGE_LOG", default_value = "info")]
     pub log_level: String,
+    /// Log line format on stderr.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "MCP_BRIDGE_LOG_FORMAT",
+        default_value = "text"
+    )]
+    pub log_format: crate::telemetry::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -135,6 +144,12 @@ pub struct ServeArgs {
     /// Authentication and TLS (src/auth).
     #[command(flatten)]
     pub auth: crate::auth::AuthArgs,
+    /// Serve Prometheus metrics at http://ADDR/metrics on a listener of their own (off unless set).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Also serve /metrics on the main listener (behind its Host/Origin guards).
+    #[arg(long)]
+    pub metrics_on_main: bool,
     /// The stdio server to publish: CMD ARGS (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -242,6 +257,7 @@ impl ServeArgs {
             keepalive: self.keepalive.max(Duration::from_millis(100)),
             auth: None,
             tls: None,
+            metrics_on_main: self.metrics_on_main,
         };
         Ok((child, http))
     }

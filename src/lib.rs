@@ -19,4 +19,5 @@ pub mod jsonrpc;
 pub mod metrics;
 pub mod mrtr;
 pub mod protocol;
+pub mod telemetry;
 pub mod upstream;

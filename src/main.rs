@@ -20,7 +20,7 @@ fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
-    init_logging(&cli.log_level);
+    mcp_bridge::telemetry::init_logging(&cli.log_level, cli.log_format);
     match cli.command {
         Command::DemoServer(a) => match mcp_bridge::demo::main_with_era(
             a.era
@@ -36,17 +36,6 @@ fn main() -> ExitCode {
         },
         Command::Serve(args) => serve(*args),
     }
-}
-
-fn init_logging(level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .or_else(|_| tracing_subscriber::EnvFilter::try_new(level))
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(false)
-        .init();
 }
 
 fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
@@ -99,9 +88,31 @@ fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
             }
         };
         info!("listening on {scheme}://{local}{}", http.path);
+        let metrics_listener = match args.metrics_listen {
+            None => None,
+            Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+                Ok(l) => {
+                    let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                    info!("metrics on http://{at}/metrics");
+                    Some(l)
+                }
+                Err(e) => {
+                    error!("cannot bind the metrics listener {addr}: {e}");
+                    return ExitCode::from(EX_CONFIG);
+                }
+            },
+        };
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
-        mcp_bridge::app::run_serve(child, http, listener, shutdown, args.shutdown_grace).await;
+        mcp_bridge::app::run_serve_with(
+            child,
+            http,
+            listener,
+            metrics_listener,
+            shutdown,
+            args.shutdown_grace,
+        )
+        .await;
         ExitCode::SUCCESS
     })
 }

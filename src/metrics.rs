@@ -1,10 +1,75 @@
 //! Prometheus metrics behind typed methods. Labels come only from bounded sets: methods outside
-//! the known list become `other`; peers' free text never becomes a label.
+//! the known list become `other`; tool names only from the upstream's own `tools/list` (capped
+//! at [`MAX_TOOL_LABELS`]), else `other`; peers' free text never becomes a label.
+//!
+//! Three outcome families stay separate: HTTP responses by status, JSON-RPC error responses by
+//! code and source (`upstream` answered with an error, or the `bridge` did), and `tools/call`
+//! results by `is_error`.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
+
+/// Most distinct tool names one upstream may contribute as label values.
+pub const MAX_TOOL_LABELS: usize = 200;
+
+/// Causes of a cancellation (the `cause` label), all exported from the start.
+pub const CANCEL_CAUSES: &[&str] = &[
+    "client_disconnect",
+    "client_notification",
+    "timeout",
+    "shutdown",
+    "slow_consumer",
+];
+
+/// Reasons a frame is dropped (the `reason` label), all exported from the start.
+pub const DROP_REASONS: &[&str] = &[
+    "unknown_id",
+    "oversize",
+    "malformed",
+    "slow_consumer",
+    "unroutable_request",
+    "undeclared_capability",
+];
+
+/// Buckets from 100 µs to 60 s.
+const LATENCY_BUCKETS: &[f64] = &[
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
+    5.0, 10.0, 30.0, 60.0,
+];
+
+/// The tool names an upstream listed: the only tool names allowed as label values.
+#[derive(Debug, Default)]
+pub struct ToolNames(HashSet<Arc<str>>);
+
+impl ToolNames {
+    /// The first [`MAX_TOOL_LABELS`] distinct names; the rest will be labelled `other`.
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        let mut set = HashSet::new();
+        for n in names {
+            if set.len() >= MAX_TOOL_LABELS {
+                break;
+            }
+            if !n.is_empty() && n.len() <= 128 {
+                set.insert(Arc::from(n));
+            }
+        }
+        Self(set)
+    }
+
+    /// The label for a tool named `name` (its own name if listed, else `other`).
+    pub fn label(&self, name: &str) -> Arc<str> {
+        self.0
+            .get(name)
+            .cloned()
+            .unwrap_or_else(|| Arc::from("other"))
+    }
+}
 
 const KNOWN_METHODS: &[&str] = &[
     "initialize",
@@ -46,6 +111,9 @@ pub struct Metrics {
     rpc_errors: IntCounterVec,
     tool_results: IntCounterVec,
     latency: HistogramVec,
+    http_duration: HistogramVec,
+    child_restarts: IntCounterVec,
+    shutting_down: AtomicBool,
     cancellations: IntCounterVec,
     dropped_frames: IntCounterVec,
     child_starts: IntCounterVec,
@@ -73,14 +141,40 @@ impl Metrics {
         let latency = HistogramVec::new(
             HistogramOpts::new("request_duration_seconds", "Time to the final response")
                 .namespace("mcp_bridge")
-                .buckets(vec![
-                    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-                    0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                ]),
+                .buckets(LATENCY_BUCKETS.to_vec()),
             &["server", "method"],
         )
         .unwrap_or_else(|e| panic!("latency histogram: {e}"));
         let _ = r.register(Box::new(latency.clone()));
+        let http_duration = HistogramVec::new(
+            HistogramOpts::new(
+                "http_request_duration_seconds",
+                "Time from an HTTP request's arrival to its response headers, by route and method",
+            )
+            .namespace("mcp_bridge")
+            .buckets(LATENCY_BUCKETS.to_vec()),
+            &["route", "method"],
+        )
+        .unwrap_or_else(|e| panic!("http duration histogram: {e}"));
+        let _ = r.register(Box::new(http_duration.clone()));
+        let build = IntGaugeVec::new(
+            Opts::new(
+                "build_info",
+                "Always 1; the version label says which build runs",
+            )
+            .namespace("mcp_bridge"),
+            &["version"],
+        )
+        .unwrap_or_else(|e| panic!("build info: {e}"));
+        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
+        let _ = r.register(Box::new(build));
+        #[cfg(target_os = "linux")]
+        {
+            // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, …
+            let _ = r.register(Box::new(
+                prometheus::process_collector::ProcessCollector::for_self(),
+            ));
+        }
         let gauge = |name: &str, help: &str| {
             let g = IntGauge::with_opts(Opts::new(name, help).namespace("mcp_bridge"))
                 .unwrap_or_else(|e| panic!("gauge {name}: {e}"));
@@ -115,8 +209,8 @@ impl Metrics {
             tool_results: counter(
                 &r,
                 "tool_results_total",
-                "tools/call results by server and isError",
-                &["server", "is_error"],
+                "tools/call results by server, tool and isError",
+                &["server", "tool", "is_error"],
             ),
             cancellations: counter(
                 &r,
@@ -142,6 +236,12 @@ impl Metrics {
                 "Child processes exited, by reason",
                 &["server", "reason"],
             ),
+            child_restarts: counter(
+                &r,
+                "child_restarts_total",
+                "Child processes restarted after an unplanned exit or a failed start",
+                &["server"],
+            ),
             upstream_up: gauge_vec("upstream_up", "1 while the upstream is ready", &["server"]),
             calls_in_flight: gauge("calls_in_flight", "Calls waiting for their final response"),
             sse_streams: gauge("sse_streams_open", "Open SSE response streams"),
@@ -159,20 +259,51 @@ impl Metrics {
                 &["caller"],
             ),
             latency,
+            http_duration,
+            shutting_down: AtomicBool::new(false),
             registry: r,
         }
+        .with_zeroes()
+    }
+
+    /// Export every bounded label value of the cause/reason families at 0, so that rates and
+    /// absent-vs-zero questions work from the first scrape.
+    fn with_zeroes(self) -> Self {
+        for c in CANCEL_CAUSES {
+            self.cancellations.with_label_values(&[c]);
+        }
+        for d in DROP_REASONS {
+            self.dropped_frames.with_label_values(&[d]);
+        }
+        self.sessions.with_label_values(&["2025"]);
+        self
+    }
+
+    /// Export a server's per-server series at 0 before anything happens to it.
+    pub fn register_server(&self, server: &str) {
+        self.child_starts.with_label_values(&[server]);
+        self.child_restarts.with_label_values(&[server]);
+        self.upstream_up.with_label_values(&[server]);
+    }
+
+    /// From now on, cancellations are attributed to the shutdown.
+    pub fn set_shutting_down(&self) {
+        self.shutting_down.store(true, Ordering::Relaxed);
+    }
+
+    pub fn http_duration(&self, route: &'static str, method: &str, secs: f64) {
+        self.http_duration
+            .with_label_values(&[route, http_method_label(method)])
+            .observe(secs);
+    }
+
+    pub fn child_restarted(&self, server: &str) {
+        self.child_restarts.with_label_values(&[server]).inc();
     }
 
     pub fn http_response(&self, route: &'static str, method: &str, status: u16) {
-        let m = match method {
-            "GET" => "GET",
-            "POST" => "POST",
-            "DELETE" => "DELETE",
-            "OPTIONS" => "OPTIONS",
-            _ => "other",
-        };
         self.http_responses
-            .with_label_values(&[route, m, itoa_status(status)])
+            .with_label_values(&[route, http_method_label(method), itoa_status(status)])
             .inc();
     }
     pub fn rpc_request(&self, server: &str, method: &str) {
@@ -186,9 +317,10 @@ impl Metrics {
             .with_label_values(&[server, method_label(method), &c, source])
             .inc();
     }
-    pub fn tool_result(&self, server: &str, is_error: bool) {
+    /// A `tools/call` result; `tool` must come from [`ToolNames::label`].
+    pub fn tool_result(&self, server: &str, tool: &str, is_error: bool) {
         self.tool_results
-            .with_label_values(&[server, if is_error { "true" } else { "false" }])
+            .with_label_values(&[server, tool, if is_error { "true" } else { "false" }])
             .inc();
     }
     pub fn latency(&self, server: &str, method: &str, secs: f64) {
@@ -197,6 +329,13 @@ impl Metrics {
             .observe(secs);
     }
     pub fn cancelled(&self, cause: &'static str) {
+        let cause = if self.shutting_down.load(Ordering::Relaxed)
+            && matches!(cause, "client_disconnect" | "client_notification")
+        {
+            "shutdown"
+        } else {
+            cause
+        };
         self.cancellations.with_label_values(&[cause]).inc();
     }
     pub fn dropped(&self, reason: &'static str) {
@@ -249,6 +388,17 @@ impl Default for Metrics {
     }
 }
 
+fn http_method_label(method: &str) -> &'static str {
+    match method {
+        "GET" => "GET",
+        "POST" => "POST",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
+        "HEAD" => "HEAD",
+        _ => "other",
+    }
+}
+
 fn itoa_status(s: u16) -> &'static str {
     match s {
         200 => "200",
@@ -280,5 +430,30 @@ mod tests {
         let text = String::from_utf8(m.render()).unwrap();
         assert!(text.contains("mcp_bridge_dropped_frames_total{reason=\"oversize\"} 1"));
         assert_eq!(super::method_label("x/y"), "other");
+        assert!(text.contains("mcp_bridge_build_info{version=\""));
+        assert!(text.contains("mcp_bridge_cancellations_total{cause=\"slow_consumer\"} 0"));
+    }
+
+    #[test]
+    fn tool_labels_are_bounded() {
+        let many: Vec<String> = (0..500).map(|i| format!("t{i}")).collect();
+        let names = super::ToolNames::new(many.iter().map(String::as_str));
+        assert_eq!(&*names.label("t0"), "t0");
+        assert_eq!(&*names.label("nope"), "other");
+        let known = (0..500)
+            .filter(|i| &*names.label(&format!("t{i}")) != "other")
+            .count();
+        assert_eq!(known, super::MAX_TOOL_LABELS);
+    }
+
+    #[test]
+    fn shutdown_takes_over_client_causes() {
+        let m = super::Metrics::new();
+        m.set_shutting_down();
+        m.cancelled("client_disconnect");
+        m.cancelled("timeout");
+        let text = String::from_utf8(m.render()).unwrap();
+        assert!(text.contains("mcp_bridge_cancellations_total{cause=\"shutdown\"} 1"));
+        assert!(text.contains("mcp_bridge_cancellations_total{cause=\"timeout\"} 1"));
     }
 }

@@ -22,6 +22,8 @@ use tracing::{debug, info, warn, Instrument};
 use crate::auth::http as auth;
 
 use crate::call::{Call, CallCtx};
+use crate::face::metrics_http;
+use crate::face::observe::answered;
 use crate::face::respond::{self, rpc_error, status_only, Body, Responder};
 use crate::face::session::{mint_id, Session, Sessions};
 use crate::framing;
@@ -50,6 +52,8 @@ pub struct HttpConfig {
     pub auth: Option<Arc<crate::auth::Auth>>,
     /// TLS termination (none: plain HTTP).
     pub tls: Option<Arc<crate::auth::tls::Tls>>,
+    /// Also serve `/metrics` on this listener (behind the same guards).
+    pub metrics_on_main: bool,
 }
 
 /// Shared state of the face.
@@ -95,7 +99,6 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
                 for p in app.parked.take_expired() {
                     let mut h = p.handle;
                     h.set_cancel_reason("timeout");
-                    app.metrics.cancelled("timeout");
                     info!(method = %p.method, "a call waiting for client input expired; cancelled");
                 }
                 let n = app.sessions.expire(app.cfg.session_idle);
@@ -153,19 +156,29 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
 }
 
 async fn handle(app: Arc<App>, mut req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
+    let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let route = if path == app.cfg.path {
         ROUTE_MCP
     } else if path == "/healthz" || path == "/readyz" {
         ROUTE_HEALTH
+    } else if app.cfg.metrics_on_main && path == "/metrics" {
+        metrics_http::ROUTE
     } else {
         ROUTE_OTHER
     };
     let origin = req.headers().get(header::ORIGIN).cloned();
     let mut resp = match guard(&app, req.headers()) {
         Err(r) => r,
-        Ok(()) => match auth::front(&app.cfg, &app.metrics, &mut req, route == ROUTE_MCP).await {
+        Ok(()) => match auth::front(
+            &app.cfg,
+            &app.metrics,
+            &mut req,
+            route == ROUTE_MCP || route == metrics_http::ROUTE,
+        )
+        .await
+        {
             auth::Front::Respond(r) => r,
             auth::Front::Pass(caller) => match route {
                 ROUTE_MCP => {
@@ -177,6 +190,7 @@ async fn handle(app: Arc<App>, mut req: Request<Incoming>, _peer: SocketAddr) ->
                     mcp(&app, req).instrument(span).await
                 }
                 ROUTE_HEALTH => health(&app, &path),
+                metrics_http::ROUTE => metrics_http::exposition(&app.metrics, &method),
                 _ => status_only(StatusCode::NOT_FOUND),
             },
         },
@@ -196,6 +210,8 @@ async fn handle(app: Arc<App>, mut req: Request<Incoming>, _peer: SocketAddr) ->
     }
     app.metrics
         .http_response(route, method.as_str(), resp.status().as_u16());
+    app.metrics
+        .http_duration(route, method.as_str(), started.elapsed().as_secs_f64());
     resp
 }
 
@@ -426,34 +442,37 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
     let pv_header = header_str(&h, protocol::H_PROTOCOL_VERSION);
     let method = env.method();
     if method == "initialize" {
-        return initialize(app, &ctx).await;
+        return answered(app, kind, method, initialize(app, &ctx).await);
     }
     let has_modern_meta = kind == Kind::Request
         && jsonrpc::meta_field(env.params, protocol::META_PROTOCOL_VERSION).is_some();
     if pv_header == Some(protocol::MODERN) || has_modern_meta {
-        return crate::face::modern::handle(app, &ctx).await;
+        let r = crate::face::modern::handle(app, &ctx).await;
+        return answered(app, kind, method, r);
     }
     if let Some(sid) = header_str(&h, protocol::H_SESSION_ID) {
-        return legacy(app, &ctx, sid).await;
+        return answered(app, kind, method, legacy(app, &ctx, sid).await);
     }
     if let Some(v) = pv_header {
         if !protocol::is_legacy_version(v) {
-            return rpc_error(
+            let r = rpc_error(
                 StatusCode::BAD_REQUEST,
                 env.id.map(RawValue::get),
                 code::UNSUPPORTED_PROTOCOL_VERSION,
                 &format!("Unsupported protocol version: {v}"),
                 Some(&json!({"supported": protocol::ALL_VERSIONS, "requested": v})),
             );
+            return answered(app, kind, method, r);
         }
     }
-    rpc_error(
+    let r = rpc_error(
         StatusCode::BAD_REQUEST,
         env.id.map(RawValue::get),
         code::INVALID_REQUEST,
         "Bad Request: Mcp-Session-Id header is required (send initialize first), or send a 2026-07-28 request with _meta",
         None,
-    )
+    );
+    answered(app, kind, method, r)
 }
 
 /// One POST, parsed.
@@ -485,7 +504,8 @@ impl App {
     ) -> Response<Body> {
         let started = Instant::now();
         let id = pc.env.id.map(RawValue::get).unwrap_or("null");
-        self.metrics.rpc_request(&self.server, method);
+        let span = crate::telemetry::call_span(&self.server, method, id);
+        let params = crate::telemetry::with_trace_context(pc.headers, params);
         let client_era = ctx.client_era;
         let orig_token = jsonrpc::meta_field(pc.env.params, "progressToken").map(|t| t.to_owned());
         let call = Call {
@@ -497,6 +517,7 @@ impl App {
         let mut handle = match upstream.call(call, self.cfg.start_wait).await {
             Ok(h) => h,
             Err(e) => {
+                span.in_scope(|| debug!("upstream unavailable: {e}"));
                 self.metrics
                     .rpc_error(&self.server, method, code::UPSTREAM_UNAVAILABLE, "bridge");
                 return respond::json(
@@ -514,7 +535,8 @@ impl App {
         r.server_requests = session.map(|s| s as Arc<dyn respond::ServerRequestSink>);
         r.on_done = on_done;
         r.mrtr = mrtr;
-        r.respond(handle).await
+        crate::telemetry::record_upstream_id(&span, handle.upstream_id());
+        tracing::Instrument::instrument(r.respond(handle), span).await
     }
 
     /// A responder for the POST `pc`, with the defaults every call shares.
@@ -675,7 +697,6 @@ async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
         app.metrics.sessions("2025"),
     ));
     app.sessions.insert(session);
-    app.metrics.rpc_request(&app.server, "initialize");
     info!(session = %&sid[..8], version, "2025 session started");
     let body = jsonrpc::result(id.unwrap_or("null"), &initialize_result(&info, version));
     let mut r = if pc.accept_json || !pc.accept_sse {

@@ -2,7 +2,9 @@
 
 pub mod http;
 pub mod listen;
+pub mod metrics_http;
 pub mod modern;
+pub mod observe;
 pub mod respond;
 pub mod rounds;
 pub mod session;

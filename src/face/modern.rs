@@ -206,7 +206,6 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     let upstream = app.upstream.clone();
     let th = |tool: &str| upstream.tool_headers(tool);
     if let Err(r) = validate(pc.headers, method, pc.env.params, &th) {
-        app.metrics.rpc_error(&app.server, method, r.code, "bridge");
         return rpc_error(r.status, id, r.code, &r.message, r.data.as_ref());
     }
     let info = match info {
@@ -221,7 +220,6 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     if info.era == Era::Legacy {
         match method {
             "server/discover" => {
-                app.metrics.rpc_request(&app.server, method);
                 return respond::json(StatusCode::OK, jsonrpc::result(rid, &discover_from(&info)));
             }
             "ping" => {
@@ -313,11 +311,7 @@ fn mrtr_ctx(app: &App, pc: &PostCtx<'_>, round: u32, park_id: Option<u64>) -> re
 /// responses to the child's own requests, then carry on with the call.
 async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> Response<Body> {
     let rid = pc.env.id.map(RawValue::get).unwrap_or("null");
-    let bad = |msg: String| {
-        app.metrics
-            .rpc_error(&app.server, method, code::INVALID_PARAMS, "bridge");
-        rpc_error(StatusCode::OK, Some(rid), code::INVALID_PARAMS, &msg, None)
-    };
+    let bad = |msg: String| rpc_error(StatusCode::OK, Some(rid), code::INVALID_PARAMS, &msg, None);
     let Ok(state) = serde_json::from_str::<String>(state_raw) else {
         return bad("requestState must be a string".into());
     };
@@ -357,7 +351,6 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
             None => still.push((key, id, m, p)),
         }
     }
-    app.metrics.rpc_request(&app.server, method);
     if !still.is_empty() {
         // Some answers are missing: ask again for those (a new round, same parked call).
         let round = parked.round + 1;

@@ -54,7 +54,10 @@ pub fn rpc_error(
     msg: &str,
     data: Option<&serde_json::Value>,
 ) -> Response<Body> {
-    json(status, jsonrpc::error(id, code, msg, data))
+    let mut r = json(status, jsonrpc::error(id, code, msg, data));
+    r.extensions_mut()
+        .insert(crate::face::observe::BridgeRpcError(code));
+    r
 }
 
 pub fn status_only(status: StatusCode) -> Response<Body> {

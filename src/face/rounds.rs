@@ -74,7 +74,6 @@ pub async fn run(
         cancel,
         tx,
     };
-    app.metrics.rpc_request(&app.server, &d.method);
     tokio::spawn(async move {
         let _done = done;
         d.drive().await;

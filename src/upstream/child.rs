@@ -107,6 +107,8 @@ struct Pending {
     accepts_server_requests: bool,
     /// Rank of the lowest log level the caller wants, if it wants logs.
     log_rank: Option<usize>,
+    /// The `tool` label of a `tools/call` (a listed name or `other`).
+    tool: Option<Arc<str>>,
 }
 
 /// One running process.
@@ -120,6 +122,8 @@ struct Proc {
     log_rank: std::sync::atomic::AtomicUsize,
     /// tool name → (lowercase header name, property) for `Mcp-Param-*` checks.
     tool_headers: RwLock<HashMap<String, Vec<(String, String)>>>,
+    /// Tool names from the last `tools/list`: the only ones used as metric labels.
+    tool_names: RwLock<crate::metrics::ToolNames>,
 }
 
 #[derive(Clone)]
@@ -185,9 +189,12 @@ impl Drop for CancelGuard {
             let id = self.id;
             // Only spawn when a runtime is there (always, in practice).
             if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let metrics = self.metrics.clone();
                 rt.spawn(async move {
                     tokio::time::sleep_until(deadline.into()).await;
-                    proc.cancel(id, "timeout");
+                    if proc.cancel(id, "timeout") {
+                        metrics.cancelled("timeout");
+                    }
                 });
             }
             return;
@@ -235,6 +242,7 @@ impl ChildUpstream {
     ) -> Self {
         let (state, _) = watch::channel(State::Starting);
         let (events, _) = broadcast::channel(256);
+        metrics.register_server(&cfg.name);
         let inner = Arc::new(Inner {
             cfg,
             owner_session,
@@ -397,6 +405,7 @@ impl ChildUpstream {
                     .log_level
                     .and_then(protocol::log_level)
                     .map(|(_, r)| r),
+                tool: crate::upstream::observe::tool_label(&proc.tool_names, &call),
             },
         );
         if proc.stdin.try_send(frame).is_err() {
@@ -454,6 +463,7 @@ impl ChildUpstream {
             }
             self.inner.metrics.set_up(&name, false);
             let _ = self.inner.events.send(UpstreamEvent::Restarted);
+            self.inner.metrics.child_restarted(&name);
             if started.elapsed() > Duration::from_secs(30) {
                 backoff = Duration::from_millis(100);
             }
@@ -509,6 +519,7 @@ impl ChildUpstream {
             info: RwLock::new(None),
             log_rank: std::sync::atomic::AtomicUsize::new(usize::MAX),
             tool_headers: RwLock::new(HashMap::new()),
+            tool_names: RwLock::new(crate::metrics::ToolNames::default()),
         });
         let io_done = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
@@ -694,6 +705,7 @@ impl ChildUpstream {
     /// Learn which tools carry `x-mcp-header` annotations (for `Mcp-Param-*` validation).
     async fn refresh_tools(&self, proc: &Arc<Proc>, era: Era) {
         let mut map = HashMap::new();
+        let mut names = Vec::new();
         let mut cursor: Option<String> = None;
         for _page in 0..20 {
             let mut params = serde_json::Map::new();
@@ -731,6 +743,7 @@ impl ChildUpstream {
                 .into_iter()
                 .flatten()
             {
+                names.extend(t.get("name").and_then(|n| n.as_str()).map(str::to_owned));
                 let (Some(name), Some(schema)) =
                     (t.get("name").and_then(|n| n.as_str()), t.get("inputSchema"))
                 else {
@@ -756,6 +769,9 @@ impl ChildUpstream {
         }
         if let Ok(mut g) = proc.tool_headers.write() {
             *g = map;
+        }
+        if let Ok(mut g) = proc.tool_names.write() {
+            *g = crate::metrics::ToolNames::new(names.iter().map(String::as_str));
         }
     }
 
@@ -848,9 +864,11 @@ impl ChildUpstream {
         let outcome = match (env.result, env.error) {
             (Some(r), _) => {
                 if &*p.method == "tools/call" {
-                    self.inner
-                        .metrics
-                        .tool_result(&self.inner.cfg.name, protocol::is_tool_error(r));
+                    self.inner.metrics.tool_result(
+                        &self.inner.cfg.name,
+                        p.tool.as_deref().unwrap_or("other"),
+                        protocol::is_tool_error(r),
+                    );
                 }
                 let translated = match (child_era, p.client_era) {
                     (Some(Era::Legacy), Era::Modern) => {

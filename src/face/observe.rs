@@ -1,0 +1,29 @@
+//! Per-message accounting on the HTTP face: once a POST's JSON-RPC message is parsed, count the
+//! request by method and, when the bridge itself answered it with a JSON-RPC error (header
+//! mismatch, unknown session, unsupported version, …), count that error with source `bridge`.
+//! Errors the upstream sent are counted where they arrive (`upstream::child`), and bridge errors
+//! made during a call (timeout, child crash, cancellation) where the call ends (`respond`).
+//!
+//! Requests rejected before a message could be read (403, 406, 413, 415, unparsable bodies)
+//! are HTTP failures only: they appear in `mcp_bridge_http_responses_total`.
+
+use http::Response;
+
+use crate::face::http::App;
+use crate::face::respond::Body;
+use crate::jsonrpc::Kind;
+
+/// Set on a response made by `respond::rpc_error`: the JSON-RPC error code it carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeRpcError(pub i64);
+
+/// Account for the answer to one parsed message and pass the response on.
+pub fn answered(app: &App, kind: Kind, method: &str, resp: Response<Body>) -> Response<Body> {
+    if kind == Kind::Request {
+        app.metrics.rpc_request(&app.server, method);
+    }
+    if let Some(BridgeRpcError(code)) = resp.extensions().get::<BridgeRpcError>() {
+        app.metrics.rpc_error(&app.server, method, *code, "bridge");
+    }
+    resp
+}
