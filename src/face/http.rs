@@ -23,7 +23,7 @@ use crate::auth::http as auth;
 
 use crate::call::{Call, CallCtx};
 use crate::face::metrics_http;
-use crate::face::observe::answered;
+use crate::face::observe::{self, answered};
 use crate::face::respond::{self, rpc_error, status_only, Body, Responder};
 use crate::face::session::{mint_id, Session, Sessions};
 use crate::framing;
@@ -441,17 +441,18 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
     };
     let pv_header = header_str(&h, protocol::H_PROTOCOL_VERSION);
     let method = env.method();
+    observe::received(app, kind, method);
     if method == "initialize" {
-        return answered(app, kind, method, initialize(app, &ctx).await);
+        return answered(app, method, initialize(app, &ctx).await);
     }
     let has_modern_meta = kind == Kind::Request
         && jsonrpc::meta_field(env.params, protocol::META_PROTOCOL_VERSION).is_some();
     if pv_header == Some(protocol::MODERN) || has_modern_meta {
         let r = crate::face::modern::handle(app, &ctx).await;
-        return answered(app, kind, method, r);
+        return answered(app, method, r);
     }
     if let Some(sid) = header_str(&h, protocol::H_SESSION_ID) {
-        return answered(app, kind, method, legacy(app, &ctx, sid).await);
+        return answered(app, method, legacy(app, &ctx, sid).await);
     }
     if let Some(v) = pv_header {
         if !protocol::is_legacy_version(v) {
@@ -462,7 +463,7 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
                 &format!("Unsupported protocol version: {v}"),
                 Some(&json!({"supported": protocol::ALL_VERSIONS, "requested": v})),
             );
-            return answered(app, kind, method, r);
+            return answered(app, method, r);
         }
     }
     let r = rpc_error(
@@ -472,7 +473,7 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
         "Bad Request: Mcp-Session-Id header is required (send initialize first), or send a 2026-07-28 request with _meta",
         None,
     );
-    answered(app, kind, method, r)
+    answered(app, method, r)
 }
 
 /// One POST, parsed.

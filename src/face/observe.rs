@@ -17,11 +17,15 @@ use crate::jsonrpc::Kind;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BridgeRpcError(pub i64);
 
-/// Account for the answer to one parsed message and pass the response on.
-pub fn answered(app: &App, kind: Kind, method: &str, resp: Response<Body>) -> Response<Body> {
+/// Count a parsed message as it arrives (requests only), before anything can abandon it.
+pub fn received(app: &App, kind: Kind, method: &str) {
     if kind == Kind::Request {
         app.metrics.rpc_request(&app.server, method);
     }
+}
+
+/// Account for the bridge's own answer to one parsed message and pass the response on.
+pub fn answered(app: &App, method: &str, resp: Response<Body>) -> Response<Body> {
     if let Some(BridgeRpcError(code)) = resp.extensions().get::<BridgeRpcError>() {
         app.metrics.rpc_error(&app.server, method, *code, "bridge");
     }
