@@ -13,6 +13,8 @@ failed=0
 ok() { echo "ok   $*"; passed=$((passed + 1)); }
 bad() { echo "FAIL $*"; failed=$((failed + 1)); }
 finish() { echo "$passed passed, $failed failed"; exit $((failed > 0)); }
+# Dashboard variables, as Grafana would substitute them.
+grafana_vars() { sed 's/\$server/.*/g; s/\$__rate_interval/1m/g'; }
 
 if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then
   sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
@@ -122,5 +124,17 @@ expect 'count(process_resident_memory_bytes > 0)' 1
 expect 'count(process_open_fds > 0)' 1
 # The README's error-ratio PromQL, on raw counters: 3 JSON-RPC errors in 12 requests.
 expect 'sum(mcp_bridge_jsonrpc_errors_total) / sum(mcp_bridge_jsonrpc_requests_total)' 0.25
+
+# Every query of the Grafana dashboard and of the README's examples parses and evaluates.
+bad_q=0
+while IFS= read -r q; do
+  [ -z "$q" ] && continue
+  st=$(curl -sG --max-time 5 --data-urlencode "query=$q" "$api" | jq -r '.status' 2>/dev/null)
+  [ "$st" = success ] || { echo "   query fails: $q"; bad_q=$((bad_q + 1)); }
+done < <(
+  jq -r '.panels[].targets[].expr' examples/grafana-dashboard.json | grafana_vars
+  sed -n '/^```promql$/,/^```$/p' README.md | grep -v '^```' | grep -v '^#' | paste -sd' ' | sed 's/  */ /g; s/) \(sum\|histogram_quantile\|increase\)/)\n\1/g'
+)
+[ "$bad_q" -eq 0 ] && ok "dashboard and README queries evaluate" || bad "$bad_q dashboard/README queries fail"
 
 finish

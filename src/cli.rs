@@ -147,7 +147,7 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics at http://ADDR/metrics on a listener of their own (off unless set).
     #[arg(long, value_name = "ADDR")]
     pub metrics_listen: Option<SocketAddr>,
-    /// Also serve /metrics on the main listener (behind its Host/Origin guards).
+    /// Also serve /metrics on the main listener (behind its guards and --auth).
     #[arg(long)]
     pub metrics_on_main: bool,
     /// The stdio server to publish: CMD ARGS (after `--`).
