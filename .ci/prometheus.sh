@@ -40,7 +40,10 @@ trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-"$bin" serve --demo --port 0 --metrics-listen 127.0.0.1:0 2>"$work/bridge.log" &
+# Bearer auth on, so that one unauthenticated request can be counted as a 401.
+token="ci-$RANDOM$RANDOM"
+MB_CI_TOKENS="ci:$token" "$bin" serve --demo --port 0 --metrics-listen 127.0.0.1:0 \
+  --auth bearer --token-env MB_CI_TOKENS 2>"$work/bridge.log" &
 pids+=($!)
 for _ in $(seq 100); do grep -q "metrics on http://" "$work/bridge.log" && grep -q "child ready" "$work/bridge.log" && break; sleep 0.1; done
 mcp=$(sed -nE 's/.*listening on (http:\/\/[^ ]+).*/\1/p' "$work/bridge.log" | head -1)
@@ -78,7 +81,7 @@ call() { # call TOOL ARGS [extra curl args…]: a 2026 tools/call; prints the HT
   # (set NAME to send an Mcp-Name header other than TOOL)
   local tool=$1 args=$2; shift 2
   local body="{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"$tool\",\"arguments\":$args,\"_meta\":{\"io.modelcontextprotocol/protocolVersion\":\"2026-07-28\",\"io.modelcontextprotocol/clientCapabilities\":{}}}}"
-  curl -s -o /dev/null -w '%{http_code}' -X POST "$mcp" \
+  curl -s -o /dev/null -w '%{http_code}' -X POST "$mcp" -H "Authorization: Bearer ${TOKEN-$token}" \
     -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
     -H 'MCP-Protocol-Version: 2026-07-28' -H 'Mcp-Method: tools/call' -H "Mcp-Name: ${NAME:-$tool}" \
     "$@" --data "$body"
@@ -91,7 +94,8 @@ for i in 1 2 3; do statuses+="$(call fail '{}') "; done
 for i in 1 2; do statuses+="$(call error '{"code":-32050}') "; done
 statuses+="$(NAME=add call echo '{"text":"hi"}') "   # header mismatch → 400
 call slow '{"seconds":30,"steps":0}' --max-time 0.5 >/dev/null  # hang up → cancellation
-[ "$statuses" = "200 200 200 200 200 200 200 200 200 200 400 " ] && ok "workload answered as expected" \
+statuses+="$(TOKEN=wrong call echo '{"text":"hi"}') "          # unauthenticated → 401
+[ "$statuses" = "200 200 200 200 200 200 200 200 200 200 400 401 " ] && ok "workload answered as expected" \
   || bad "workload statuses: $statuses"
 
 expect() { # expect QUERY VALUE: poll (bounded) until Prometheus has the value
@@ -113,6 +117,8 @@ expect 'sum(mcp_bridge_jsonrpc_errors_total{source="bridge"})' 1
 expect 'sum(mcp_bridge_jsonrpc_requests_total{method="tools/call"})' 12
 expect 'mcp_bridge_http_responses_total{route="mcp",method="POST",status="400"}' 1
 expect 'mcp_bridge_http_responses_total{route="mcp",method="POST",status="200"}' 10
+expect 'mcp_bridge_http_responses_total{route="mcp",method="POST",status="401"}' 1
+expect 'sum(mcp_bridge_auth_failures_total)' 1
 expect 'mcp_bridge_cancellations_total{cause="client_disconnect"}' 1
 expect 'sum(mcp_bridge_cancellations_total)' 1
 expect 'sum(mcp_bridge_request_duration_seconds_count{method="tools/call"})' 10
