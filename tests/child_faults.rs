@@ -100,6 +100,11 @@ async fn crash_mid_call_then_restart() {
     // The child comes back (bounded retries) and serves again.
     let r = echo_until_ok(&c, &b.url, "after crash", Duration::from_secs(20)).await;
     assert_eq!(r.text(), "after crash", "{r:?}\nlog:\n{}", b.log.dump());
+    // The log is read from the bridge's stderr asynchronously: wait (bounded) for the line.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while b.log.count("child started") < 2 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert!(b.log.count("child started") >= 2, "log:\n{}", b.log.dump());
 
     // The session made before the crash still works.

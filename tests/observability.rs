@@ -198,8 +198,9 @@ async fn cancellation_by_disconnect_is_counted() {
     let until = Instant::now() + Duration::from_secs(10);
     loop {
         let t = scrape(&c, &murl).await;
-        if sample(&t, series) == Some(1.0) {
-            assert_eq!(sample(&t, "mcp_bridge_calls_in_flight"), Some(0.0), "{t}");
+        // Both settle within a moment of each other (the gauge drops as the call unwinds).
+        if sample(&t, series) == Some(1.0) && sample(&t, "mcp_bridge_calls_in_flight") == Some(0.0)
+        {
             break;
         }
         assert!(Instant::now() < until, "{t}");
