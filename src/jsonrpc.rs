@@ -275,45 +275,6 @@ pub fn error(
     error_raw(id, &error_object(code, message, data))
 }
 
-/// Replace `params._meta.progressToken` (which must exist) with `token`, returning new params.
-/// Returns None when params has no progress token.
-pub fn replace_progress_token(params: &RawValue, token: &str) -> Option<String> {
-    // Fast path: most requests carry no token.
-    memchr::memmem::find(params.get().as_bytes(), b"progressToken")?;
-    let p = Fields::parse(params)?;
-    let meta_raw = p.get("_meta")?;
-    let m = Fields::parse(meta_raw)?;
-    m.get("progressToken")?;
-    let tok = RawValue::from_string(token.to_owned()).ok()?;
-    let mut out = BytesMut::with_capacity(params.get().len() + token.len());
-    let meta_fields: Vec<_> =
-        m.0.iter()
-            .map(|(k, v)| {
-                if k == "progressToken" {
-                    (k.clone(), &*tok)
-                } else {
-                    (k.clone(), *v)
-                }
-            })
-            .collect();
-    let mut meta_buf = BytesMut::new();
-    write_object(&mut meta_buf, &meta_fields);
-    let meta_str = std::str::from_utf8(&meta_buf).ok()?;
-    let meta_new = RawValue::from_string(meta_str.to_owned()).ok()?;
-    let fields: Vec<_> =
-        p.0.iter()
-            .map(|(k, v)| {
-                if k == "_meta" {
-                    (k.clone(), &*meta_new)
-                } else {
-                    (k.clone(), *v)
-                }
-            })
-            .collect();
-    write_object(&mut out, &fields);
-    String::from_utf8(out.to_vec()).ok()
-}
-
 /// Rewrite request params on the way to an upstream: replace `_meta.progressToken` with
 /// `token` (when the request has one) and add `_meta` keys from `add_meta` that are missing.
 /// Returns None when nothing needs to change.
@@ -410,11 +371,6 @@ pub fn set_field(obj: &RawValue, key: &str, value: &RawValue) -> Option<String> 
     String::from_utf8(out.to_vec()).ok()
 }
 
-/// Raw JSON text of a value (ids, tokens) in a form usable as a map key: the exact bytes.
-pub fn raw_owned(v: &RawValue) -> Box<RawValue> {
-    v.to_owned()
-}
-
 /// Parse an integer-valued raw JSON (`17` or `"17"`) as u64: for ids and tokens the bridge minted.
 pub fn minted_u64(v: &RawValue) -> Option<u64> {
     let s = v.get().trim();
@@ -453,21 +409,9 @@ mod tests {
     }
 
     #[test]
-    fn progress_token_rewrite() {
-        let p = raw(r#"{"name":"slow","_meta":{"progressToken":"abc","x":1},"arguments":{}}"#);
-        let out = replace_progress_token(&p, "42").unwrap();
-        assert_eq!(
-            out,
-            r#"{"name":"slow","_meta":{"progressToken":42,"x":1},"arguments":{}}"#
-        );
-        let p = raw(r#"{"name":"progressToken"}"#);
-        assert_eq!(replace_progress_token(&p, "42"), None);
-    }
-
-    #[test]
     fn escaped_keys_survive() {
         let p = raw(r#"{"a\"b":1,"_meta":{"progressToken":1}}"#);
-        let out = replace_progress_token(&p, "7").unwrap();
+        let out = rewrite_request_params(Some(&p), Some("7"), &[]).unwrap();
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["a\"b"], 1);
         assert_eq!(v["_meta"]["progressToken"], 7);

@@ -1071,17 +1071,9 @@ async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
             }
         }
     });
-    let mut r = Response::new(BodyExt::boxed_unsync(http_body_util::StreamBody::new(
+    respond::sse_response(BodyExt::boxed_unsync(http_body_util::StreamBody::new(
         stream,
-    )));
-    let hm = r.headers_mut();
-    hm.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    hm.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    hm.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    r
+    )))
 }
 
 fn delete(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {

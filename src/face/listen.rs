@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Response};
+use http::Response;
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::value::RawValue;
@@ -297,15 +297,7 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
             }
         }
     });
-    let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    r
+    crate::face::respond::sse_response(BodyExt::boxed_unsync(StreamBody::new(stream)))
 }
 
 #[cfg(test)]

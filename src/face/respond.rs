@@ -35,6 +35,19 @@ pub fn empty() -> Body {
     full(Bytes::new())
 }
 
+/// An SSE response around `body`: `text/event-stream`, no caching, no proxy buffering.
+pub fn sse_response(body: Body) -> Response<Body> {
+    let mut r = Response::new(body);
+    let h = r.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    r
+}
+
 /// A JSON response.
 pub fn json(status: StatusCode, body: Bytes) -> Response<Body> {
     let mut r = Response::new(full(body));
@@ -379,15 +392,7 @@ impl Responder {
     }
 
     fn sse_headers(&self, body: Body) -> Response<Body> {
-        let mut r = Response::new(body);
-        let h = r.headers_mut();
-        h.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        self.with_headers(r)
+        self.with_headers(sse_response(body))
     }
 
     fn sse(self, h: Option<CallHandle>, first: Option<Next>) -> Response<Body> {
@@ -433,16 +438,10 @@ impl Responder {
             }
         });
         *r.body_mut() = BodyExt::boxed_unsync(StreamBody::new(stream));
-        let hm = r.headers_mut();
-        hm.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("text/event-stream"),
-        );
-        hm.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-        hm.insert("x-accel-buffering", HeaderValue::from_static("no"));
+        *r.headers_mut() = sse_response(empty()).headers().clone();
         for (k, v) in &h_extra {
             if let Ok(v) = HeaderValue::from_str(v) {
-                hm.insert(*k, v);
+                r.headers_mut().insert(*k, v);
             }
         }
         r

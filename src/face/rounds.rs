@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::value::RawValue;
@@ -132,15 +132,7 @@ fn sse(app: &App, first: Option<Next>, rx: mpsc::Receiver<Next>) -> Response<Bod
         };
         Some((Ok(Frame::data(framing::sse_event(&b))), st))
     });
-    let mut r = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
-    let h = r.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    r
+    crate::face::respond::sse_response(BodyExt::boxed_unsync(StreamBody::new(stream)))
 }
 
 impl Driver {
