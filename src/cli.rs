@@ -38,6 +38,17 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Run the built-in demo MCP server on stdin/stdout (both protocol eras).
     DemoServer(DemoArgs),
+    /// Validate a configuration file: exit 0, or 78 with the error.
+    CheckConfig(CheckConfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CheckConfigArgs {
+    /// The TOML configuration file.
+    pub file: PathBuf,
+    /// Also check an `mcpServers` JSON file, as `serve --servers-json` would read it.
+    #[arg(long, value_name = "FILE")]
+    pub servers_json: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -141,6 +152,14 @@ pub struct ServeArgs {
     /// SSE keep-alive comment interval on long streams.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub keepalive: Duration,
+    /// Run as a daemon from a TOML configuration file with named servers (src/config.rs);
+    /// flags given explicitly override the file. SIGHUP re-reads it.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Add the named servers of an `mcpServers` JSON file (command/args/env), as desktop hosts
+    /// write them; each is served at /servers/<name>/mcp.
+    #[arg(long, value_name = "FILE")]
+    pub servers_json: Option<PathBuf>,
     /// Authentication and TLS (src/auth).
     #[command(flatten)]
     pub auth: crate::auth::AuthArgs,

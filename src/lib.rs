@@ -11,6 +11,8 @@ pub mod app;
 pub mod auth;
 pub mod call;
 pub mod cli;
+pub mod config;
+pub mod daemon;
 pub mod demo;
 pub mod error;
 pub mod face;

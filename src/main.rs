@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
@@ -12,7 +12,10 @@ const EX_USAGE: u8 = 64;
 const EX_CONFIG: u8 = 78;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|c| (c, m)));
+    let (cli, matches) = match parsed {
         Ok(c) => c,
         Err(e) => {
             let code = if e.use_stderr() { EX_USAGE } else { 0 };
@@ -34,8 +37,31 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Serve(args) if args.config.is_some() || args.servers_json.is_some() => {
+            mcp_bridge::daemon::main(*args, given_flags(&matches))
+        }
         Command::Serve(args) => serve(*args),
+        Command::CheckConfig(a) => mcp_bridge::daemon::check_config(&a),
     }
+}
+
+/// The `serve` flags the user set (on the command line or through their environment
+/// variable), which override the configuration file.
+fn given_flags(m: &clap::ArgMatches) -> mcp_bridge::config::Given {
+    use clap::parser::ValueSource;
+    let Some(serve) = m.subcommand_matches("serve") else {
+        return Default::default();
+    };
+    serve
+        .ids()
+        .filter(|id| {
+            matches!(
+                serve.value_source(id.as_str()),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        })
+        .map(|id| id.as_str().to_owned())
+        .collect()
 }
 
 fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {

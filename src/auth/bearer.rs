@@ -8,13 +8,14 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
+#[derive(Clone)]
 struct Entry {
     name: Arc<str>,
     digest: [u8; 32],
 }
 
 /// The configured tokens, hashed.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct TokenSet {
     entries: Vec<Entry>,
 }

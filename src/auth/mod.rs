@@ -47,7 +47,7 @@ pub enum AuthMode {
 }
 
 /// The `serve` flags of this module (flattened into `ServeArgs`).
-#[derive(Debug, Clone, Default, Args)]
+#[derive(Debug, Clone, Default, Args, PartialEq, Eq)]
 pub struct AuthArgs {
     /// How callers authenticate on the MCP endpoint.
     #[arg(long, value_enum, default_value = "none")]
@@ -181,6 +181,20 @@ pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
 }
 
 impl Prepared {
+    /// A copy for one more endpoint behind the same listener (named servers in the daemon):
+    /// the same tokens and certificate, with `resource_url` as its canonical URL when given.
+    pub fn for_endpoint(&self, resource_url: Option<String>) -> Prepared {
+        let mut args = self.args.clone();
+        if resource_url.is_some() {
+            args.resource_url = resource_url;
+        }
+        Prepared {
+            args,
+            tokens: self.tokens.clone(),
+            tls: self.tls.clone(),
+        }
+    }
+
     /// The URL scheme clients use.
     pub fn scheme(&self) -> &'static str {
         if self.tls.is_some() {

@@ -28,6 +28,8 @@ pub struct Tls {
     key: PathBuf,
     current: RwLock<Arc<ServerConfig>>,
     stamp: Mutex<Stamp>,
+    /// Set once the reloader runs (several endpoints may share one certificate).
+    reloading: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Tls {
@@ -85,6 +87,7 @@ impl Tls {
             key,
             current: RwLock::new(Arc::new(cfg)),
             stamp: Mutex::new(st),
+            reloading: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -104,6 +107,12 @@ impl Tls {
 
     /// Reload on SIGHUP and when the files change, for the life of the runtime.
     pub fn spawn_reloader(self: &Arc<Self>) {
+        if self
+            .reloading
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            return;
+        }
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
             use tokio::signal::unix::{signal, SignalKind};

@@ -85,29 +85,7 @@ const ROUTE_OTHER: &str = "other";
 pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    // Session expiry sweeper.
-    {
-        let app = app.clone();
-        app.tracker.clone().spawn(async move {
-            let every = (app.cfg.session_idle / 4)
-                .clamp(Duration::from_millis(200), Duration::from_secs(30));
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(every) => {}
-                    _ = app.stopping.cancelled() => break,
-                }
-                for p in app.parked.take_expired() {
-                    let mut h = p.handle;
-                    h.set_cancel_reason("timeout");
-                    info!(method = %p.method, "a call waiting for client input expired; cancelled");
-                }
-                let n = app.sessions.expire(app.cfg.session_idle);
-                if n > 0 {
-                    info!(expired = n, "idle sessions expired");
-                }
-            }
-        });
-    }
+    spawn_sweeper(&app);
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -155,7 +133,37 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
     app.sessions.close_all();
 }
 
-async fn handle(app: Arc<App>, mut req: Request<Incoming>, _peer: SocketAddr) -> Response<Body> {
+/// Expire idle 2025 sessions and abandoned parked calls until `app.stopping` is cancelled.
+pub fn spawn_sweeper(app: &Arc<App>) {
+    let app = app.clone();
+    app.tracker.clone().spawn(async move {
+        let every =
+            (app.cfg.session_idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
+        loop {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = app.stopping.cancelled() => break,
+            }
+            for p in app.parked.take_expired() {
+                let mut h = p.handle;
+                h.set_cancel_reason("timeout");
+                info!(method = %p.method, "a call waiting for client input expired; cancelled");
+            }
+            let n = app.sessions.expire(app.cfg.session_idle);
+            if n > 0 {
+                info!(expired = n, "idle sessions expired");
+            }
+        }
+    });
+}
+
+/// Answer one request for `app` (whose `cfg.path` is the MCP endpoint); public so that a
+/// router in front of several apps (`daemon::router`) can hand requests over.
+pub async fn handle(
+    app: Arc<App>,
+    mut req: Request<Incoming>,
+    _peer: SocketAddr,
+) -> Response<Body> {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();

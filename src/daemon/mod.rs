@@ -1,0 +1,510 @@
+//! `serve --config FILE` / `--servers-json FILE`: the daemon. Several named servers behind one
+//! set of listeners ([`router`]), listeners bound from the file or adopted from systemd
+//! (`LISTEN_FDS`), the readiness protocol ([`notify`]), and SIGHUP reload: added servers start,
+//! removed ones drain and stop, changed ones restart (the new child starts before the old one
+//! drains), unchanged ones are not touched; a configuration that does not load is rejected
+//! with a log line and the running one stays.
+//!
+//! The single-server `serve -- CMD` path (`app::run_serve`) does not come through here.
+
+pub mod notify;
+pub mod router;
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{error, info, warn};
+
+use crate::auth::Prepared;
+use crate::cli::{CheckConfigArgs, ServeArgs};
+use crate::config::{self, Given, Plan, ServerSpec, Sources};
+use crate::metrics::Metrics;
+use router::{Router, Routes, ServerRt};
+
+const EX_USAGE: u8 = 64;
+const EX_CONFIG: u8 = 78;
+
+/// `mcp-bridge check-config FILE`: 0 when the daemon would start with it, 78 and the error
+/// otherwise. Token files and certificates are read too.
+pub fn check_config(a: &CheckConfigArgs) -> ExitCode {
+    let sources = Sources {
+        config: Some(a.file.clone()),
+        servers_json: a.servers_json.clone(),
+    };
+    let checked = config::load(&sources).and_then(|(plan, notes)| {
+        if plan.servers.is_empty() {
+            return Err(no_servers());
+        }
+        crate::auth::prepare(&plan.auth, auth_host(&plan.listen))?;
+        Ok((plan, notes))
+    });
+    match checked {
+        Ok((plan, notes)) => {
+            for n in notes {
+                eprintln!("note: {n}");
+            }
+            let names: Vec<&str> = plan.servers.iter().map(|s| s.name.as_str()).collect();
+            println!(
+                "{}: ok ({} server{}: {})",
+                a.file.display(),
+                names.len(),
+                if names.len() == 1 { "" } else { "s" },
+                names.join(", ")
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mcp-bridge check-config: {e}");
+            ExitCode::from(EX_CONFIG)
+        }
+    }
+}
+
+fn no_servers() -> String {
+    "no servers configured: add [servers.<name>] tables or --servers-json".into()
+}
+
+/// The address the auth module judges exposure by: the first non-loopback one, if any.
+fn auth_host(addrs: &[SocketAddr]) -> IpAddr {
+    addrs
+        .iter()
+        .map(|a| a.ip())
+        .find(|ip| !ip.is_loopback())
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+/// Read the sources and apply the explicit flags.
+fn load_plan(sources: &Sources, args: &ServeArgs, given: &Given) -> Result<Plan, String> {
+    let (mut plan, notes) = config::load(sources)?;
+    for n in notes {
+        warn!("{n}");
+    }
+    config::apply_overrides(&mut plan, args, given);
+    if plan.servers.is_empty() {
+        return Err(no_servers());
+    }
+    Ok(plan)
+}
+
+/// Listeners passed by the service manager (`LISTEN_FDS`, `LISTEN_PID`). Must run before any
+/// thread starts: it removes those variables from the environment.
+fn adopt_listeners() -> Result<Vec<std::net::TcpListener>, String> {
+    let mut fds = listenfd::ListenFd::from_env();
+    let mut out = Vec::new();
+    for i in 0..fds.len() {
+        match fds.take_tcp_listener(i) {
+            Ok(Some(l)) => out.push(l),
+            Ok(None) => {}
+            Err(e) => return Err(format!("socket activation: passed fd {}: {e}", 3 + i)),
+        }
+    }
+    Ok(out)
+}
+
+/// `serve` with a configuration file.
+pub fn main(args: ServeArgs, given: Given) -> ExitCode {
+    if let Err(e) = config::check_overrides(&given) {
+        eprintln!("mcp-bridge serve: {e}");
+        return ExitCode::from(EX_USAGE);
+    }
+    let sources = Sources {
+        config: args.config.clone(),
+        servers_json: args.servers_json.clone(),
+    };
+    let plan = match load_plan(&sources, &args, &given) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("mcp-bridge serve: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    // Single-threaded still: the environment may be edited here (LISTEN_*, the token variable).
+    let adopted = match adopt_listeners() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("mcp-bridge serve: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    let mut exposed: Vec<SocketAddr> = adopted.iter().filter_map(|l| l.local_addr().ok()).collect();
+    if exposed.is_empty() {
+        exposed = plan.listen.clone();
+    }
+    let security = match crate::auth::prepare(&plan.auth, auth_host(&exposed)) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("mcp-bridge serve: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-bridge: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let d = Daemon {
+        sources,
+        args,
+        given,
+        security,
+        metrics: Arc::new(Metrics::new()),
+        bound: Vec::new(),
+        loopback: true,
+        plan: Mutex::new(plan),
+        router: Router::new(Routes::default()),
+        drains: TaskTracker::new(),
+        hurry: CancellationToken::new(),
+    };
+    rt.block_on(run(d, adopted))
+}
+
+/// The running daemon.
+struct Daemon {
+    sources: Sources,
+    args: ServeArgs,
+    given: Given,
+    /// Auth and TLS as started; every server's face gets a copy.
+    security: Prepared,
+    metrics: Arc<Metrics>,
+    bound: Vec<SocketAddr>,
+    loopback: bool,
+    /// The configuration running now.
+    plan: Mutex<Plan>,
+    router: Arc<Router>,
+    /// Servers draining after a reload removed or replaced them.
+    drains: TaskTracker,
+    /// Cancelled at shutdown: drains stop waiting.
+    hurry: CancellationToken,
+}
+
+impl Daemon {
+    fn plan(&self) -> Plan {
+        self.plan.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Start one server's child and face.
+    async fn start_server(&self, spec: &ServerSpec, plan: &Plan) -> Result<Arc<ServerRt>, String> {
+        let mut http = spec.http_config(&plan.allow_origins, self.loopback);
+        http.metrics_on_main = plan.metrics_on_main;
+        let resource = plan
+            .public_url
+            .as_ref()
+            .map(|u| format!("{}{}", u.trim_end_matches('/'), spec.path()));
+        let bound = self
+            .bound
+            .first()
+            .copied()
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+        let http = self
+            .security
+            .for_endpoint(resource)
+            .finish(http, bound)
+            .await
+            .map_err(|e| format!("server {:?}: {e}", spec.name))?;
+        Ok(ServerRt::start(
+            spec.clone(),
+            plan.allow_origins.clone(),
+            http,
+            self.metrics.clone(),
+        ))
+    }
+
+    fn status(&self) -> String {
+        let routes = self.router.current();
+        let addrs: Vec<String> = self.bound.iter().map(|a| a.to_string()).collect();
+        format!(
+            "serving {} server{} on {}",
+            routes.servers.len(),
+            if routes.servers.len() == 1 { "" } else { "s" },
+            addrs.join(", ")
+        )
+    }
+
+    /// SIGHUP: re-read the configuration and apply the difference.
+    async fn reload(&self) {
+        notify::reloading();
+        info!("SIGHUP: re-reading the configuration");
+        let old = self.plan();
+        let mut new = match load_plan(&self.sources, &self.args, &self.given) {
+            Ok(p) => p,
+            Err(e) => {
+                warn!("configuration reload rejected; the running configuration stays: {e}");
+                notify::ready(&self.status());
+                return;
+            }
+        };
+        if !new.same_globals(&old) {
+            warn!(
+                "listen addresses, TLS, auth and metrics settings change only on restart; \
+                 keeping the running ones (certificates themselves reload on SIGHUP)"
+            );
+            new.listen = old.listen.clone();
+            new.auth = old.auth.clone();
+            new.public_url = old.public_url.clone();
+            new.metrics_listen = old.metrics_listen;
+            new.metrics_on_main = old.metrics_on_main;
+        }
+        let current = self.router.current();
+        let mut servers = BTreeMap::new();
+        let (mut added, mut restarted, mut unchanged) = (Vec::new(), Vec::new(), 0usize);
+        let mut retired: Vec<Arc<ServerRt>> = Vec::new();
+        for spec in &new.servers {
+            let old_rt = current.servers.get(&spec.name);
+            if let Some(rt) = old_rt {
+                if rt.spec == *spec && rt.origins == new.allow_origins {
+                    servers.insert(spec.name.clone(), rt.clone());
+                    unchanged += 1;
+                    continue;
+                }
+            }
+            match self.start_server(spec, &new).await {
+                Ok(rt) => {
+                    servers.insert(spec.name.clone(), rt);
+                    match old_rt {
+                        Some(o) => {
+                            restarted.push(spec.name.clone());
+                            retired.push(o.clone());
+                        }
+                        None => added.push(spec.name.clone()),
+                    }
+                }
+                Err(e) => {
+                    warn!("configuration reload rejected; the running configuration stays: {e}");
+                    // Stop what this attempt started; the running servers are untouched.
+                    for (name, rt) in servers {
+                        let running = current.servers.get(&name);
+                        if running.is_none_or(|o| !Arc::ptr_eq(&rt, o)) {
+                            rt.drain_and_stop(std::time::Duration::ZERO, &self.hurry)
+                                .await;
+                        }
+                    }
+                    notify::ready(&self.status());
+                    return;
+                }
+            }
+        }
+        let mut removed = Vec::new();
+        for (name, rt) in &current.servers {
+            if !servers.contains_key(name) {
+                removed.push(name.clone());
+                retired.push(rt.clone());
+            }
+        }
+        self.router.replace(Routes {
+            servers,
+            default: new.default_server.clone(),
+        });
+        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = new;
+        for rt in retired {
+            let hurry = self.hurry.clone();
+            self.drains.spawn(async move {
+                rt.drain_and_stop(rt.spec.limits.shutdown_grace, &hurry)
+                    .await;
+            });
+        }
+        info!(
+            added = ?added,
+            removed = ?removed,
+            restarted = ?restarted,
+            unchanged,
+            "configuration reloaded: {}",
+            router::describe(&self.router.current())
+        );
+        notify::ready(&self.status());
+    }
+}
+
+async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        error!("cannot install signal handlers");
+        return ExitCode::FAILURE;
+    };
+    let plan = d.plan();
+    let mut listeners = Vec::new();
+    if adopted.is_empty() {
+        for a in &plan.listen {
+            match TcpListener::bind(a).await {
+                Ok(l) => listeners.push(l),
+                Err(e) => {
+                    error!("cannot bind {a}: {e}");
+                    return ExitCode::from(EX_CONFIG);
+                }
+            }
+        }
+    } else {
+        info!(
+            count = adopted.len(),
+            "using the listening sockets passed by the service manager; [listen] addresses are not bound"
+        );
+        for l in adopted {
+            let l = l
+                .set_nonblocking(true)
+                .and_then(|()| TcpListener::from_std(l));
+            match l {
+                Ok(l) => listeners.push(l),
+                Err(e) => {
+                    error!("cannot adopt a passed listener: {e}");
+                    return ExitCode::from(EX_CONFIG);
+                }
+            }
+        }
+    }
+    d.bound = listeners
+        .iter()
+        .filter_map(|l| l.local_addr().ok())
+        .collect();
+    d.loopback = d.bound.iter().all(|a| a.ip().is_loopback());
+    // Scrapes go on through the drain; this listener closes once everything else stopped.
+    let metrics_stop = CancellationToken::new();
+    if let Some(addr) = plan.metrics_listen {
+        match TcpListener::bind(addr).await {
+            Ok(l) => {
+                let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                info!("metrics on http://{at}/metrics");
+                tokio::spawn(crate::face::metrics_http::serve(
+                    l,
+                    d.metrics.clone(),
+                    metrics_stop.clone(),
+                ));
+            }
+            Err(e) => {
+                error!("cannot bind the metrics listener {addr}: {e}");
+                return ExitCode::from(EX_CONFIG);
+            }
+        }
+    }
+    let mut servers = BTreeMap::new();
+    for spec in &plan.servers {
+        match d.start_server(spec, &plan).await {
+            Ok(rt) => {
+                servers.insert(spec.name.clone(), rt);
+            }
+            Err(e) => {
+                error!("mcp-bridge serve: {e}");
+                for rt in servers.values() {
+                    rt.drain_and_stop(std::time::Duration::ZERO, &d.hurry).await;
+                }
+                return ExitCode::from(EX_CONFIG);
+            }
+        }
+    }
+    d.router.replace(Routes {
+        servers,
+        default: plan.default_server.clone(),
+    });
+    let scheme = d.security.scheme();
+    let tls = d
+        .router
+        .current()
+        .servers
+        .values()
+        .next()
+        .and_then(|s| s.app.cfg.tls.clone());
+    let stop_accepting = CancellationToken::new();
+    let mut loops = Vec::new();
+    for l in listeners {
+        let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        info!("listening on {scheme}://{local}");
+        loops.push(tokio::spawn(router::accept_loop(
+            l,
+            d.router.clone(),
+            tls.clone(),
+            stop_accepting.clone(),
+            plan.shutdown_grace,
+        )));
+    }
+    info!("servers: {}", router::describe(&d.router.current()));
+
+    // READY once the listeners are up and every child answered its probe (or its start wait
+    // ran out: then it is named as down in STATUS and in /readyz).
+    let d = Arc::new(d);
+    let waits: Vec<_> = d
+        .router
+        .current()
+        .servers
+        .values()
+        .map(|rt| {
+            let rt = rt.clone();
+            async move {
+                let ok = rt
+                    .app
+                    .upstream
+                    .info(rt.spec.limits.start_wait)
+                    .await
+                    .is_ok();
+                (rt.name().to_owned(), ok)
+            }
+        })
+        .collect();
+    let down: Vec<String> = futures_util::future::join_all(waits)
+        .await
+        .into_iter()
+        .filter(|(_, ok)| !ok)
+        .map(|(n, _)| n)
+        .collect();
+    if down.is_empty() {
+        notify::ready(&d.status());
+        info!("ready: {}", d.status());
+    } else {
+        let s = format!("{}; not ready: {}", d.status(), down.join(", "));
+        warn!("{s}");
+        notify::ready(&s);
+    }
+    let watchdog_stop = CancellationToken::new();
+    if let Some(p) = notify::watchdog_period() {
+        info!(period_ms = p.as_millis() as u64, "systemd watchdog enabled");
+        notify::spawn_watchdog(p, watchdog_stop.clone());
+    }
+
+    loop {
+        tokio::select! {
+            _ = term.recv() => { info!("SIGTERM received"); break; }
+            _ = int.recv() => { info!("SIGINT received"); break; }
+            _ = hup.recv() => d.reload().await,
+        }
+    }
+
+    notify::stopping();
+    d.metrics.set_shutting_down();
+    info!(
+        "shutting down: no new connections; draining calls for up to {} ms",
+        plan.shutdown_grace.as_millis()
+    );
+    let routes = d.router.current();
+    for rt in routes.servers.values() {
+        rt.app.stopping.cancel();
+    }
+    stop_accepting.cancel();
+    for l in loops {
+        let _ = l.await;
+    }
+    d.hurry.cancel();
+    info!("stopping child processes");
+    let stops: Vec<_> = routes
+        .servers
+        .values()
+        .map(|rt| rt.drain_and_stop(std::time::Duration::ZERO, &d.hurry))
+        .collect();
+    futures_util::future::join_all(stops).await;
+    d.drains.close();
+    d.drains.wait().await;
+    watchdog_stop.cancel();
+    metrics_stop.cancel();
+    info!("shutdown complete");
+    ExitCode::SUCCESS
+}

@@ -1,0 +1,354 @@
+//! Several named servers behind one set of listeners. Each server is a complete HTTP face
+//! ([`App`]) with its own child; the router picks the app by path — `/servers/<name>/mcp`, or
+//! `/mcp` for the default server — and hands the request to [`http::handle`]. The route table
+//! is swapped atomically on reload; a request already routed keeps its app until it finishes
+//! (each app counts its requests, including response bodies still streaming, so a removed or
+//! replaced server can drain before its child stops).
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use ::http::{Request, Response, StatusCode, Uri};
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde_json::json;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::auth::WELL_KNOWN;
+use crate::config::{server_path, ServerSpec};
+use crate::face::http::{self, App, HttpConfig};
+use crate::face::respond::{self, status_only, Body};
+use crate::face::session::Sessions;
+use crate::metrics::Metrics;
+use crate::upstream::child::ChildUpstream;
+
+/// One running named server.
+pub struct ServerRt {
+    pub spec: ServerSpec,
+    /// Settings outside the spec that shape its face (a change restarts the server).
+    pub origins: Vec<String>,
+    pub app: Arc<App>,
+    inflight: Arc<AtomicUsize>,
+}
+
+/// Counts one request (and its response body) against a server.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn enter(n: &Arc<AtomicUsize>) -> Self {
+        n.fetch_add(1, Ordering::SeqCst);
+        InFlight(n.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl ServerRt {
+    /// Spawn the server's child and build its face.
+    pub fn start(
+        spec: ServerSpec,
+        origins: Vec<String>,
+        cfg: HttpConfig,
+        metrics: Arc<Metrics>,
+    ) -> Arc<ServerRt> {
+        let tracker = TaskTracker::new();
+        let children = CancellationToken::new();
+        let child = spec.child_config();
+        let upstream = ChildUpstream::spawn(
+            child.clone(),
+            None,
+            metrics.clone(),
+            children.child_token(),
+            &tracker,
+        );
+        let app = Arc::new(App {
+            server: Arc::from(spec.name.as_str()),
+            cfg,
+            upstream,
+            child_cfg: child,
+            sessions: Sessions::default(),
+            metrics,
+            stopping: CancellationToken::new(),
+            children,
+            tracker,
+            parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
+            signer: Arc::new(crate::mrtr::StateSigner::new()),
+            resource_subs: Arc::default(),
+        });
+        http::spawn_sweeper(&app);
+        Arc::new(ServerRt {
+            spec,
+            origins,
+            app,
+            inflight: Arc::new(AtomicUsize::new(0)),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Requests (and response bodies) still running.
+    pub fn in_flight(&self) -> usize {
+        self.inflight.load(Ordering::SeqCst)
+    }
+
+    /// End long-lived streams, let running requests finish for up to `grace` (less if `hurry`
+    /// is cancelled), then end sessions and stop the child with its stop ladder.
+    pub async fn drain_and_stop(&self, grace: Duration, hurry: &CancellationToken) {
+        self.app.stopping.cancel();
+        let until = Instant::now() + grace;
+        while self.in_flight() > 0 && Instant::now() < until {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+                _ = hurry.cancelled() => break,
+            }
+        }
+        let left = self.in_flight();
+        if left > 0 {
+            warn!(server = %self.name(), left, "drain time over; ending the remaining requests");
+        }
+        self.app.sessions.close_all();
+        self.app.children.cancel();
+        self.app.tracker.close();
+        self.app.tracker.wait().await;
+        info!(server = %self.name(), "server stopped");
+    }
+}
+
+/// The route table.
+#[derive(Default)]
+pub struct Routes {
+    pub servers: BTreeMap<String, Arc<ServerRt>>,
+    /// Also published at `/mcp`.
+    pub default: Option<String>,
+}
+
+/// Picks the app for each request.
+pub struct Router {
+    routes: RwLock<Arc<Routes>>,
+}
+
+enum Pick {
+    /// Hand to this server, with the request path rewritten to this (when it differs).
+    Server(Arc<ServerRt>, Option<String>),
+    Health(bool),
+    NotFound,
+}
+
+impl Router {
+    pub fn new(routes: Routes) -> Arc<Router> {
+        Arc::new(Router {
+            routes: RwLock::new(Arc::new(routes)),
+        })
+    }
+
+    pub fn current(&self) -> Arc<Routes> {
+        self.routes
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Install a new table; returns the old one.
+    pub fn replace(&self, routes: Routes) -> Arc<Routes> {
+        std::mem::replace(
+            &mut *self.routes.write().unwrap_or_else(|p| p.into_inner()),
+            Arc::new(routes),
+        )
+    }
+
+    fn pick(&self, path: &str) -> Pick {
+        let routes = self.current();
+        let default = routes
+            .default
+            .as_ref()
+            .and_then(|d| routes.servers.get(d))
+            .cloned();
+        if path == "/healthz" {
+            return Pick::Health(false);
+        }
+        if path == "/readyz" {
+            return Pick::Health(true);
+        }
+        if path == "/metrics" {
+            // Every app shares one registry; the app decides (metrics_on_main, auth).
+            return match default.or_else(|| routes.servers.values().next().cloned()) {
+                Some(rt) => Pick::Server(rt, None),
+                None => Pick::NotFound,
+            };
+        }
+        if path == "/mcp" {
+            return match default {
+                Some(rt) => {
+                    let p = rt.app.cfg.path.clone();
+                    Pick::Server(rt, Some(p))
+                }
+                None => Pick::NotFound,
+            };
+        }
+        if let Some(name) = path
+            .strip_prefix("/servers/")
+            .and_then(|r| r.strip_suffix("/mcp"))
+        {
+            return match routes.servers.get(name) {
+                Some(rt) => Pick::Server(rt.clone(), None),
+                None => Pick::NotFound,
+            };
+        }
+        if let Some(rest) = path.strip_prefix(WELL_KNOWN) {
+            // Protected-resource metadata: path-inserted for a named server, else the default's.
+            if let Some(name) = rest
+                .strip_prefix("/servers/")
+                .and_then(|r| r.strip_suffix("/mcp"))
+            {
+                if let Some(rt) = routes.servers.get(name) {
+                    return Pick::Server(rt.clone(), None);
+                }
+            }
+            if rest.is_empty() || rest == "/" || rest == "/mcp" {
+                if let Some(rt) = default.or_else(|| routes.servers.values().next().cloned()) {
+                    let p = format!("{WELL_KNOWN}{}", rt.app.cfg.path);
+                    return Pick::Server(rt, Some(p));
+                }
+            }
+        }
+        Pick::NotFound
+    }
+
+    /// Answer one request.
+    pub async fn handle(&self, mut req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
+        match self.pick(req.uri().path()) {
+            Pick::Server(rt, rewrite) => {
+                if let Some(p) = rewrite {
+                    let pq = match req.uri().query() {
+                        Some(q) => format!("{p}?{q}"),
+                        None => p,
+                    };
+                    if let Ok(u) = Uri::builder().path_and_query(pq).build() {
+                        *req.uri_mut() = u;
+                    }
+                }
+                let guard = InFlight::enter(&rt.inflight);
+                let resp = http::handle(rt.app.clone(), req, peer).await;
+                resp.map(|b| {
+                    b.map_frame(move |f| {
+                        // The guard lives as long as the body: a streaming answer counts.
+                        let _held = &guard;
+                        f
+                    })
+                    .boxed_unsync()
+                })
+            }
+            Pick::Health(false) => {
+                respond::json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
+            }
+            Pick::Health(true) => {
+                let routes = self.current();
+                let down: Vec<&str> = routes
+                    .servers
+                    .values()
+                    .filter(|s| !s.app.upstream.is_ready())
+                    .map(|s| s.name())
+                    .collect();
+                if down.is_empty() {
+                    respond::json(
+                        StatusCode::OK,
+                        Bytes::from_static(b"{\"status\":\"ready\"}"),
+                    )
+                } else {
+                    let body = json!({"status": "not ready", "down": down}).to_string();
+                    respond::json(StatusCode::SERVICE_UNAVAILABLE, Bytes::from(body))
+                }
+            }
+            Pick::NotFound => status_only(StatusCode::NOT_FOUND),
+        }
+    }
+}
+
+/// Accept connections on `listener` until `stopping` is cancelled, then let open connections
+/// finish for up to `grace`.
+pub async fn accept_loop(
+    listener: TcpListener,
+    router: Arc<Router>,
+    tls: Option<Arc<crate::auth::tls::Tls>>,
+    stopping: CancellationToken,
+    grace: Duration,
+) {
+    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopping.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let r = router.clone();
+        let svc = hyper::service::service_fn(move |req| {
+            let r = r.clone();
+            async move { Ok::<_, std::convert::Infallible>(r.handle(req, peer).await) }
+        });
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        match tls.clone() {
+            Some(tls) => {
+                tokio::spawn(async move {
+                    let Some(stream) = tls.accept(stream).await else {
+                        return;
+                    };
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                    if let Err(e) = watcher.watch(conn.into_owned()).await {
+                        debug!("connection ended: {e}");
+                    }
+                });
+            }
+            None => {
+                tokio::spawn(async move {
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                    if let Err(e) = watcher.watch(conn.into_owned()).await {
+                        debug!("connection ended: {e}");
+                    }
+                });
+            }
+        }
+    }
+    drop(listener);
+    tokio::select! {
+        _ = graceful.shutdown() => debug!("listener drained"),
+        _ = tokio::time::sleep(grace) => warn!("shutdown grace period over; closing remaining connections"),
+    }
+}
+
+/// `/servers/<name>/mcp` for logs.
+pub fn describe(routes: &Routes) -> String {
+    routes
+        .servers
+        .keys()
+        .map(|n| {
+            if routes.default.as_deref() == Some(n.as_str()) {
+                format!("{} (also /mcp)", server_path(n))
+            } else {
+                server_path(n)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
