@@ -419,7 +419,7 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
     let mut loops = Vec::new();
     for l in listeners {
         let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        info!("listening on {scheme}://{local}");
+        info!("listening on {scheme}://{local}/ (named servers under /servers/)");
         loops.push(tokio::spawn(router::accept_loop(
             l,
             d.router.clone(),

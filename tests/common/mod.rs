@@ -133,8 +133,14 @@ impl Bridge {
             .env_remove("RUST_LOG")
             .env_remove("MCP_BRIDGE_LOG")
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
+            .stdout(Stdio::null());
+        Bridge::spawn(cmd).await
+    }
+
+    /// Start a prepared `mcp-bridge` command (stderr is captured here); waits for the
+    /// `listening on` line.
+    pub async fn spawn(mut cmd: Command) -> Bridge {
+        cmd.stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn mcp-bridge");
         let log = Log::default();
         let stderr = child.stderr.take().expect("stderr piped");

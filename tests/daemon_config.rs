@@ -1,0 +1,193 @@
+//! The configuration file against the real binary: `check-config` exit codes and messages,
+//! three named servers behind one listener with a default at `/mcp`, `--servers-json`
+//! import, and command-line flags overriding the file.
+
+mod common;
+mod daemon_support;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use daemon_support::*;
+use serde_json::json;
+
+fn check(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(bin())
+        .arg("check-config")
+        .args(args)
+        .output()
+        .expect("run check-config");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn check_config_exit_codes() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = write(
+        dir.path(),
+        "good.toml",
+        &format!("{}{}", demo_server("a", &[]), demo_server("b", &[])),
+    );
+    let (code, out, err) = check(&[good.to_str().unwrap()]);
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(out.contains("ok (2 servers: a, b)"), "{out}");
+
+    // An unknown key: 78, located at file:line:column.
+    let text = format!("{}  colour = \"blue\"\n", demo_server("a", &[]));
+    let bad = write(dir.path(), "bad.toml", &text);
+    let (code, _, err) = check(&[bad.to_str().unwrap()]);
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains(&format!("{}:4:3:", bad.display())), "{err}");
+    assert!(err.contains("colour"), "{err}");
+
+    // Semantic errors are 78 too.
+    let text = format!("default_server = \"zz\"\n{}", demo_server("a", &[]));
+    let bad = write(dir.path(), "default.toml", &text);
+    let (code, _, err) = check(&[bad.to_str().unwrap()]);
+    assert_eq!(code, 78);
+    assert!(err.contains("default_server"), "{err}");
+    let empty = write(dir.path(), "empty.toml", "");
+    assert_eq!(check(&[empty.to_str().unwrap()]).0, 78);
+    assert_eq!(check(&["/nonexistent/mcp-bridge.toml"]).0, 78);
+    let bad_auth = write(
+        dir.path(),
+        "auth.toml",
+        &format!(
+            "[auth]\nmode = \"bearer\"\ntoken_file = \"/nonexistent/tokens\"\n{}",
+            demo_server("a", &[])
+        ),
+    );
+    assert_eq!(check(&[bad_auth.to_str().unwrap()]).0, 78);
+
+    // Usage errors: 64.
+    assert_eq!(check(&[]).0, 64);
+    assert_eq!(check(&["--no-such-flag", good.to_str().unwrap()]).0, 64);
+    let st = Command::new(bin())
+        .args(["serve", "--config", good.to_str().unwrap(), "--demo"])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(64));
+    let st = Command::new(bin())
+        .args(["serve", "--config", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(st.status.code(), Some(78));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_named_servers_and_a_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "default_server = \"two\"\n{}{}{}",
+        demo_server("one", &[]),
+        demo_server("two", &["--era", "legacy"]),
+        demo_server("three", &["--era", "modern"]),
+    );
+    let cfg = write(dir.path(), "three.toml", &text);
+    let b = daemon(&cfg).await;
+    b.wait_ready(Duration::from_secs(20)).await;
+    let c = client();
+    for name in ["one", "two", "three"] {
+        let r = echo_until_ok(&c, &server_url(&b, name), name, Duration::from_secs(20)).await;
+        assert!(echoed(&r, name), "{name}: {r:?}\nlog:\n{}", b.log.dump());
+    }
+    // /mcp is the default server: a 2025 session there is served by the legacy child.
+    let s = Session::open(&c, &b.endpoint("/mcp")).await;
+    let r = s
+        .call(json!(1), "echo", json!({"text": "via default"}))
+        .await;
+    assert_eq!(r.text(), "via default");
+    assert_eq!(child_pids(&b, "two").len(), 1);
+    assert!(b.log.find("child started server=two").is_some());
+    // A session belongs to its server: the same id on another server is unknown there.
+    let mut h = s.headers();
+    h.insert("mcp-session-id", hv(&s.id));
+    let other = post_with(
+        &c,
+        &server_url(&b, "one"),
+        h,
+        json!({"jsonrpc":"2.0","id":2,"method":"tools/list"}).to_string(),
+    )
+    .await;
+    assert_eq!(other.status, 404, "{other:?}");
+    // Unknown servers and paths: 404.
+    let r = call_modern(
+        &c,
+        &server_url(&b, "four"),
+        json!(1),
+        "echo",
+        json!({"text": "x"}),
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    let r = c.get(b.endpoint("/servers/one")).send().await.unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn servers_json_import_and_flag_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let json_text = json!({"mcpServers": {
+        "alpha": {"command": bin(), "args": ["demo-server"], "env": {"DEMO_MARK": "1"}},
+        "beta": {"command": bin(), "args": ["demo-server", "--era", "legacy"]},
+        "web": {"url": "https://example.com/mcp"}
+    }});
+    let js = write(dir.path(), "hosts.json", &json_text.to_string());
+    // The TOML file sets a long call timeout; --call-timeout on the command line wins.
+    let cfg = write(
+        dir.path(),
+        "base.toml",
+        "[limits]\ncall_timeout = \"10m\"\n",
+    );
+    let mut cmd = daemon_command(
+        &cfg,
+        &[
+            "--servers-json",
+            js.to_str().unwrap(),
+            "--port",
+            "0",
+            "--call-timeout",
+            "1s",
+        ],
+    );
+    cmd.env("MCP_TEST_UNUSED", "1");
+    let b = Bridge::spawn(cmd).await;
+    b.wait_ready(Duration::from_secs(20)).await;
+    let c = client();
+    for name in ["alpha", "beta"] {
+        let r = echo_until_ok(&c, &server_url(&b, name), name, Duration::from_secs(20)).await;
+        assert!(echoed(&r, name), "{name}: {r:?}");
+    }
+    assert!(
+        b.log.find("\"web\" has no command").is_some(),
+        "{}",
+        b.log.dump()
+    );
+    // No default with two servers.
+    let r = call_modern(
+        &c,
+        &b.endpoint("/mcp"),
+        json!(1),
+        "echo",
+        json!({"text": "x"}),
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    let r = call_modern(
+        &c,
+        &server_url(&b, "alpha"),
+        json!(9),
+        "slow",
+        json!({"seconds": 5, "steps": 0}),
+    )
+    .await;
+    assert!(
+        r.raw.contains("timed out"),
+        "--call-timeout 1s should win over the file: {r:?}"
+    );
+}
