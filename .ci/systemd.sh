@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The systemd units in systemd/: `systemd-analyze verify` (syntax, directives, that ExecStart
+# and the socket's Service= resolve), and `systemd-analyze security --offline` with a ceiling
+# on the exposure score so the sandbox cannot silently loosen. Needs systemd-analyze (Debian
+# package `systemd`); runs without a running systemd. Last line: `N passed, M failed`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin="${MCP_BRIDGE_BIN:-$PWD/target/debug/mcp-bridge}"
+max_exposure="${MCP_BRIDGE_MAX_EXPOSURE:-2.0}"
+passed=0
+failed=0
+ok() { echo "ok: $*"; passed=$((passed + 1)); }
+bad() { echo "FAILED: $*"; failed=$((failed + 1)); }
+
+if ! command -v systemd-analyze >/dev/null; then
+  bad "systemd-analyze not found (apt-get install systemd)"
+  echo "$passed passed, $failed failed"
+  exit 1
+fi
+if [ ! -x "$bin" ]; then
+  cargo build --quiet || { bad "cargo build"; echo "$passed passed, $failed failed"; exit 1; }
+fi
+
+# verify resolves ExecStart: point the units at the binary just built.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for f in systemd/*.service systemd/*.socket; do
+  sed "s#/usr/local/bin/mcp-bridge#$bin#g" "$f" >"$tmp/$(basename "$f")"
+done
+
+if out=$(cd "$tmp" && systemd-analyze verify --man=no ./mcp-bridge.service ./mcp-bridge.socket 2>&1) \
+  && [ -z "$out" ]; then
+  ok "systemd-analyze verify mcp-bridge.service mcp-bridge.socket"
+else
+  bad "systemd-analyze verify: $out"
+fi
+
+if sec=$(cd "$tmp" && systemd-analyze security --offline=yes ./mcp-bridge.service 2>&1); then
+  level=$(sed -nE 's/.*Overall exposure level for mcp-bridge.service: ([0-9.]+).*/\1/p' <<<"$sec")
+  echo "$sec" | grep -E '^✗|Overall'
+  if [ -n "$level" ] && awk -v l="$level" -v m="$max_exposure" 'BEGIN { exit !(l <= m) }'; then
+    ok "systemd-analyze security: exposure $level <= $max_exposure"
+  else
+    bad "systemd-analyze security: exposure ${level:-unknown} > $max_exposure"
+  fi
+else
+  bad "systemd-analyze security --offline: $sec"
+fi
+
+# The example configuration the unit would load passes check-config.
+if "$bin" check-config examples/mcp-bridge.toml >/dev/null; then
+  ok "check-config examples/mcp-bridge.toml"
+else
+  bad "check-config examples/mcp-bridge.toml"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
