@@ -23,12 +23,19 @@ async fn bridge_with_grandchild(extra: &[&str]) -> (Bridge, u32, u32) {
     let kids = children_of(b.pid());
     assert_eq!(kids.len(), 1, "bridge children {kids:?}");
     let demo = kids[0];
-    let grandkids = children_of(demo);
-    let sleep = grandkids
-        .iter()
-        .copied()
-        .find(|p| comm(*p) == "sleep")
-        .unwrap_or_else(|| panic!("no sleep among {grandkids:?} (children of {demo})"));
+    // The forked `sh` becomes `sleep` a moment later under load: look (bounded) until it has.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    let sleep = loop {
+        let grandkids = children_of(demo);
+        if let Some(p) = grandkids.iter().copied().find(|p| comm(*p) == "sleep") {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no sleep among {grandkids:?} (children of {demo})"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert!(alive(demo) && alive(sleep));
     (b, demo, sleep)
 }
