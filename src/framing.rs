@@ -1,7 +1,9 @@
-//! Byte framing: newline-delimited JSON (stdio) and Server-Sent Events encoding (HTTP).
+//! Byte framing: newline-delimited JSON (stdio) and Server-Sent Events encoding and decoding
+//! (HTTP).
 //!
 //! Pure: the line decoder is a `tokio_util` codec that turns an over-long line into an item
-//! (`Line::Oversize`) instead of an error, so the lines behind it keep flowing.
+//! (`Line::Oversize`) instead of an error, so the lines behind it keep flowing. The SSE decoder
+//! (`SseDecoder`, used by `connect`'s HTTP client) does the same for an over-long event.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::Decoder;
@@ -148,10 +150,267 @@ pub fn sse_event_with_id(id: &str, frame: &[u8]) -> Bytes {
 /// An SSE comment used as a keep-alive.
 pub const SSE_KEEPALIVE: &[u8] = b": keep-alive\n\n";
 
+/// One item from an SSE stream (WHATWG `text/event-stream` parsing rules).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SseItem {
+    /// A dispatched event: its `data` lines joined with `\n`, and the stream's last event id
+    /// at the time of dispatch (None if the server never sent one).
+    Event {
+        event: Option<String>,
+        data: String,
+        id: Option<String>,
+    },
+    /// An event larger than the limit; its bytes were discarded. Holds its size.
+    Oversize(usize),
+    /// A line that is not UTF-8: the stream is malformed.
+    Malformed,
+}
+
+/// Incremental SSE decoder: feed bytes with `push`, take items with `next_item`, then
+/// `finish` at the end of the stream. Tracks `retry:` and the last event id (for resumption).
+#[derive(Debug)]
+pub struct SseDecoder {
+    max: usize,
+    buf: BytesMut,
+    /// Skip a `\n` at the start of the next chunk (the previous one ended in `\r`).
+    skip_lf: bool,
+    event: Option<String>,
+    data: String,
+    has_data: bool,
+    /// Bytes of the event being assembled, or `Some` when skipping an oversize event.
+    size: usize,
+    discarding: bool,
+    malformed: bool,
+    pub last_event_id: Option<String>,
+    /// Reconnection delay the server asked for, in milliseconds.
+    pub retry_ms: Option<u64>,
+}
+
+impl SseDecoder {
+    pub fn new(max_event: usize) -> Self {
+        Self {
+            max: max_event.max(1),
+            buf: BytesMut::new(),
+            skip_lf: false,
+            event: None,
+            data: String::new(),
+            has_data: false,
+            size: 0,
+            discarding: false,
+            malformed: false,
+            last_event_id: None,
+            retry_ms: None,
+        }
+    }
+
+    pub fn push(&mut self, chunk: &[u8]) {
+        let mut chunk = chunk;
+        if self.skip_lf && !chunk.is_empty() {
+            self.skip_lf = false;
+            if chunk[0] == b'\n' {
+                chunk = &chunk[1..];
+            }
+        }
+        self.buf.extend_from_slice(chunk);
+    }
+
+    /// The next complete item, if the buffered bytes hold one.
+    pub fn next_item(&mut self) -> Option<SseItem> {
+        loop {
+            let i = memchr::memchr2(b'\n', b'\r', &self.buf)?;
+            let line = self.buf.split_to(i + 1);
+            let term = line[i];
+            if term == b'\r' {
+                if self.buf.first() == Some(&b'\n') {
+                    let _ = self.buf.split_to(1);
+                } else if self.buf.is_empty() {
+                    self.skip_lf = true;
+                }
+            }
+            if let Some(item) = self.line(&line[..i]) {
+                return Some(item);
+            }
+        }
+    }
+
+    /// End of stream: an unterminated last line is processed, but an event without its
+    /// closing blank line is discarded (as the SSE spec says).
+    pub fn finish(&mut self) -> Option<SseItem> {
+        if !self.buf.is_empty() {
+            let rest = self.buf.split();
+            if let Some(item) = self.line(&rest) {
+                return Some(item);
+            }
+        }
+        let was_discarding = std::mem::take(&mut self.discarding);
+        let malformed = std::mem::take(&mut self.malformed);
+        self.reset_event();
+        (was_discarding && !malformed).then_some(SseItem::Oversize(0))
+    }
+
+    fn reset_event(&mut self) {
+        self.event = None;
+        self.data.clear();
+        self.has_data = false;
+        self.size = 0;
+    }
+
+    fn line(&mut self, line: &[u8]) -> Option<SseItem> {
+        if line.is_empty() {
+            if self.discarding {
+                self.discarding = false;
+                let size = self.size;
+                let malformed = std::mem::take(&mut self.malformed);
+                self.reset_event();
+                return (!malformed).then_some(SseItem::Oversize(size));
+            }
+            // An event whose data is empty is not dispatched (a 2025 priming event).
+            if !self.has_data || self.data.is_empty() {
+                self.reset_event();
+                return None;
+            }
+            let item = SseItem::Event {
+                event: self.event.take(),
+                data: std::mem::take(&mut self.data),
+                id: self.last_event_id.clone(),
+            };
+            self.reset_event();
+            return Some(item);
+        }
+        self.size += line.len() + 1;
+        if self.discarding {
+            return None;
+        }
+        if self.size > self.max {
+            self.discarding = true;
+            self.data = String::new();
+            return None;
+        }
+        let Ok(line) = std::str::from_utf8(line) else {
+            self.discarding = true;
+            self.malformed = true;
+            return Some(SseItem::Malformed);
+        };
+        if line.starts_with(':') {
+            return None;
+        }
+        let (field, value) = match line.split_once(':') {
+            Some((f, v)) => (f, v.strip_prefix(' ').unwrap_or(v)),
+            None => (line, ""),
+        };
+        match field {
+            "data" => {
+                if self.has_data {
+                    self.data.push('\n');
+                }
+                self.data.push_str(value);
+                self.has_data = true;
+            }
+            "event" => self.event = Some(value.to_owned()),
+            "id" if !value.contains('\0') => self.last_event_id = Some(value.to_owned()),
+            "retry" => {
+                if let Ok(ms) = value.parse::<u64>() {
+                    self.retry_ms = Some(ms);
+                }
+            }
+            _ => {}
+        }
+        None
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    fn sse_all(d: &mut SseDecoder, chunks: &[&[u8]]) -> Vec<SseItem> {
+        let mut out = Vec::new();
+        for c in chunks {
+            d.push(c);
+            while let Some(i) = d.next_item() {
+                out.push(i);
+            }
+        }
+        while let Some(i) = d.finish() {
+            out.push(i);
+        }
+        out
+    }
+
+    fn ev(data: &str, id: Option<&str>) -> SseItem {
+        SseItem::Event {
+            event: Some("message".into()),
+            data: data.into(),
+            id: id.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn sse_decode_basic_ids_retry_comments() {
+        let mut d = SseDecoder::new(1024);
+        let out = sse_all(
+            &mut d,
+            &[
+                b"id: p1\nretry: 1500\ndata:\n\n: keep-alive\n\n",
+                b"event: message\ndata: {\"a\":1}\n\nid: 7\r\nevent: message\r\ndata: x\r\ndata: y\r\n\r\n",
+            ],
+        );
+        assert_eq!(out, vec![ev("{\"a\":1}", Some("p1")), ev("x\ny", Some("7"))]);
+        assert_eq!(d.retry_ms, Some(1500));
+        assert_eq!(d.last_event_id.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn sse_decode_split_crlf_and_unterminated_event() {
+        let mut d = SseDecoder::new(1024);
+        let out = sse_all(&mut d, &[b"data: a\r", b"\n\r", b"\ndata: lost\n"]);
+        assert_eq!(
+            out,
+            vec![SseItem::Event {
+                event: None,
+                data: "a".into(),
+                id: None
+            }]
+        );
+    }
+
+    #[test]
+    fn sse_decode_oversize_and_malformed() {
+        let mut d = SseDecoder::new(16);
+        let out = sse_all(
+            &mut d,
+            &[b"data: 0123456789abcdef\ndata: more\n\ndata: ok\n\ndata: \xff\n\ndata: z\n\n"],
+        );
+        assert_eq!(out.len(), 4, "{out:?}");
+        assert!(matches!(out[0], SseItem::Oversize(n) if n > 16));
+        assert_eq!(
+            out[1],
+            SseItem::Event {
+                event: None,
+                data: "ok".into(),
+                id: None
+            }
+        );
+        assert_eq!(out[2], SseItem::Malformed);
+        assert_eq!(
+            out[3],
+            SseItem::Event {
+                event: None,
+                data: "z".into(),
+                id: None
+            }
+        );
+    }
+
+    #[test]
+    fn sse_roundtrip_with_encoder() {
+        let mut d = SseDecoder::new(1024);
+        let mut bytes = sse_event(b"{\"x\":\n2}").to_vec();
+        bytes.extend_from_slice(&sse_event_with_id("s-1", b"{}"));
+        let out = sse_all(&mut d, &[&bytes]);
+        assert_eq!(out, vec![ev("{\"x\": 2}", None), ev("{}", Some("s-1"))]);
+    }
 
     fn decode_all(dec: &mut LineDecoder, chunks: &[&[u8]]) -> Vec<Line> {
         let mut buf = BytesMut::new();
@@ -203,6 +462,28 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn sse_any_split_same_events(n in 0usize..8, cuts in proptest::collection::vec(0usize..400, 0..8), crlf in any::<bool>()) {
+            let nl = if crlf { "\r\n" } else { "\n" };
+            let mut stream = String::new();
+            for i in 0..n { stream.push_str(&format!("id: {i}{nl}data: {{\"n\":{i}}}{nl}{nl}")); }
+            let bytes = stream.as_bytes();
+            let mut points: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
+            points.sort();
+            let mut chunks: Vec<&[u8]> = Vec::new();
+            let mut prev = 0;
+            for p in points { chunks.push(&bytes[prev..p]); prev = p; }
+            chunks.push(&bytes[prev..]);
+            let mut d = SseDecoder::new(1024);
+            let out = sse_all(&mut d, &chunks);
+            prop_assert_eq!(out.len(), n);
+        }
+
+        #[test]
+        fn sse_random_bytes_never_panic(data in proptest::collection::vec(any::<u8>(), 0..2048), max in 1usize..64) {
+            let mut d = SseDecoder::new(max);
+            let _ = sse_all(&mut d, &[&data]);
+        }
         #[test]
         fn any_split_gives_same_frames(lines in proptest::collection::vec("[a-z{}\":,0-9 ]{0,40}", 0..20), cuts in proptest::collection::vec(0usize..2000, 0..10)) {
             let mut stream = Vec::new();
