@@ -40,6 +40,8 @@ pub enum Command {
     DemoServer(DemoArgs),
     /// Validate a configuration file: exit 0, or 78 with the error.
     CheckConfig(CheckConfigArgs),
+    /// Be a stdio MCP server for a host, forwarding to a remote Streamable HTTP server.
+    Connect(Box<crate::cli_connect::ConnectArgs>),
 }
 
 #[derive(Debug, Args)]

@@ -356,7 +356,10 @@ mod tests {
                 b"event: message\ndata: {\"a\":1}\n\nid: 7\r\nevent: message\r\ndata: x\r\ndata: y\r\n\r\n",
             ],
         );
-        assert_eq!(out, vec![ev("{\"a\":1}", Some("p1")), ev("x\ny", Some("7"))]);
+        assert_eq!(
+            out,
+            vec![ev("{\"a\":1}", Some("p1")), ev("x\ny", Some("7"))]
+        );
         assert_eq!(d.retry_ms, Some(1500));
         assert_eq!(d.last_event_id.as_deref(), Some("7"));
     }

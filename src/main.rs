@@ -42,6 +42,7 @@ fn main() -> ExitCode {
         }
         Command::Serve(args) => serve(*args),
         Command::CheckConfig(a) => mcp_bridge::daemon::check_config(&a),
+        Command::Connect(args) => connect(*args),
     }
 }
 
@@ -140,6 +141,38 @@ fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
         )
         .await;
         ExitCode::SUCCESS
+    })
+}
+
+fn connect(args: mcp_bridge::cli_connect::ConnectArgs) -> ExitCode {
+    let cfg = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-bridge connect: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("mcp-bridge: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    rt.block_on(async move {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(signals(shutdown.clone()));
+        match mcp_bridge::cli_connect::run(cfg, args.max_line, shutdown).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                error!("{e}");
+                ExitCode::from(EX_CONFIG)
+            }
+        }
     })
 }
 

@@ -8,3 +8,4 @@ pub mod observe;
 pub mod respond;
 pub mod rounds;
 pub mod session;
+pub mod stdio;
