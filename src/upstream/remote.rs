@@ -1322,16 +1322,29 @@ impl Remote {
                 .as_deref()
                 .or(call.params.as_deref().map(RawValue::get));
             let frame = jsonrpc::request(&id.to_string(), &call.method, params);
-            let h = self.session_headers(&s);
+            // The exchange runs in its own task so that a cancelled call can post
+            // `notifications/cancelled` *before* its response stream is closed (a 2025 server
+            // may forget the request once its stream is gone).
+            let task = {
+                let me = Arc::clone(self);
+                let events = events.clone();
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let h = me.session_headers(&s);
+                    me.exchange(frame, &h, Some(id), Some(&events), Some(&s))
+                        .await
+                })
+            };
             let mut guard = CancelGuard {
                 remote: Arc::clone(self),
                 session: s.clone(),
                 id,
                 armed: true,
+                exchange: Some(task.abort_handle()),
             };
-            let res = self
-                .exchange(frame, &h, Some(id), Some(events), Some(&s))
-                .await;
+            let res = task
+                .await
+                .unwrap_or_else(|e| Err(Fault::Broken(format!("internal: {e}"))));
             guard.armed = false;
             let ans = match res {
                 Ok(a) => a,
@@ -1461,6 +1474,8 @@ struct CancelGuard {
     session: Session,
     id: u64,
     armed: bool,
+    /// The exchange to stop once the cancellation is delivered.
+    exchange: Option<tokio::task::AbortHandle>,
 }
 
 impl Drop for CancelGuard {
@@ -1474,13 +1489,19 @@ impl Drop for CancelGuard {
         info!("cancelling request {id} on the remote");
         let params = format!("{{\"requestId\":{id},\"reason\":\"cancelled by the client\"}}");
         let frame = jsonrpc::notification("notifications/cancelled", Some(&params));
+        let exchange = self.exchange.take();
         if tokio::runtime::Handle::try_current().is_ok() {
             self.remote.tracker.spawn(async move {
                 let h = remote.session_headers(&s);
                 if let Err(f) = remote.exchange(frame, &h, None, None, Some(&s)).await {
                     debug!("notifications/cancelled not delivered: {}", f.reason());
                 }
+                if let Some(x) = exchange {
+                    x.abort();
+                }
             });
+        } else if let Some(x) = exchange {
+            x.abort();
         }
     }
 }
