@@ -16,6 +16,7 @@ use serde_json::{json, Value};
 #[path = "../common/mod.rs"]
 pub mod common;
 
+#[allow(unused_imports)]
 pub use common::Bridge;
 
 /// Lines connect wrote to stderr.
