@@ -7,6 +7,7 @@ mod connect_harness;
 
 use std::time::{Duration, Instant};
 
+use connect_harness::common;
 use connect_harness::*;
 use serde_json::{json, Value};
 
@@ -271,4 +272,100 @@ async fn oversize_response_is_an_error_and_the_next_call_works() {
         modern_call_params("echo", json!({"text": "ok"})),
     );
     assert_eq!(text(&h.response(&json!(2), T)), "ok");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_failure_is_a_clear_error() {
+    // A plain-HTTP server spoken to over https: the handshake fails.
+    let serve = Bridge::demo(&[]).await;
+    let url = serve.url.replace("http://", "https://");
+    let mut h = Host::start(&url, &["--protocol", "2026-07-28"]);
+    h.request(
+        json!(1),
+        "tools/call",
+        modern_call_params("echo", json!({"text": "x"})),
+    );
+    let r = h.response(&json!(1), T);
+    assert!(matches!(reason(&r).as_str(), "tls" | "unreachable"), "{r}");
+    assert!(h.alive());
+}
+
+#[test]
+fn bad_ca_file_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("ca.pem");
+    std::fs::write(&f, "not a certificate").unwrap();
+    let out = std::process::Command::new(common::bin())
+        .args([
+            "connect",
+            "https://example.com/mcp",
+            "--ca-file",
+            f.to_str().unwrap(),
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(out.stdout.is_empty(), "stdout must stay clean");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let lists = Arc::new(AtomicUsize::new(0));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (l2, c2) = (lists.clone(), calls.clone());
+    let addr = tiny_server(move |h, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        let id = v["id"].clone();
+        let ok = |result: Value| (200, "application/json", json!({"jsonrpc":"2.0","id":id,"result":result}).to_string());
+        match v["method"].as_str().unwrap_or("") {
+            "tools/list" => {
+                let n = l2.fetch_add(1, Ordering::SeqCst);
+                // The first list lacks the annotation; later ones carry it.
+                let region = if n == 0 { json!({"type":"string"}) } else { json!({"type":"string","x-mcp-header":"Region"}) };
+                ok(json!({"resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[
+                    {"name":"good","inputSchema":{"type":"object","properties":{"region":region}}},
+                    {"name":"bad","inputSchema":{"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}}}]}))
+            }
+            "tools/call" => {
+                c2.fetch_add(1, Ordering::SeqCst);
+                if h.get("mcp-param-region").and_then(|v| v.to_str().ok()) == Some("eu") {
+                    ok(json!({"resultType":"complete","content":[{"type":"text","text":"ok"}]}))
+                } else {
+                    (400, "application/json", json!({"jsonrpc":"2.0","id":id,"error":{"code":-32020,"message":"Mcp-Param-Region missing"}}).to_string())
+                }
+            }
+            _ => (404, "application/json", json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"no"}}).to_string()),
+        }
+    })
+    .await;
+    let mut h = Host::start(&format!("http://{addr}/mcp"), &["--protocol", "2026-07-28"]);
+    h.request(json!(1), "tools/list", json!({"_meta": meta()}));
+    let r = h.response(&json!(1), T);
+    let names: Vec<&str> = r["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["good"], "{r}");
+    assert!(
+        h.log.find("dropping tool \"bad\"").is_some(),
+        "{}",
+        h.log.dump()
+    );
+    h.request(
+        json!(2),
+        "tools/call",
+        modern_call_params("good", json!({"region": "eu"})),
+    );
+    let r = h.response(&json!(2), T);
+    assert_eq!(text(&r), "ok", "{r}");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "one rejected call, one retry"
+    );
 }
