@@ -169,7 +169,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     // One crypto provider for the process, installed explicitly.
-    let _ = rustls::crypto::ring::default_provider().install_default();
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let (tx, rx) = tokio::sync::mpsc::channel(crate::call::EVENT_QUEUE);
     let remote = Remote::new(cfg, tx)?;
     tracing::info!("connect: forwarding stdio to {}", remote.origin());

@@ -96,7 +96,7 @@ pub async fn serve<R, W>(
                 warn!("reading stdin: {e}");
                 break;
             }
-            Some(Ok(Line::Oversize(n))) => {
+            Some(Ok(Line::Oversize(n, _))) => {
                 warn!("skipped a {n}-byte line from the host (over --max-line)");
                 face.send(jsonrpc::error(
                     None,
@@ -215,6 +215,7 @@ impl Face {
                     stamp_meta: Arc::clone(&h.stamp),
                     session: None,
                     accepts_server_requests: true,
+                    log_level: None,
                 }
             }
         };

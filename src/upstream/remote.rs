@@ -202,7 +202,7 @@ pub struct Remote {
 
 /// Build the HTTPS client: webpki roots (or the OS roots), plus `--ca-file`.
 fn build_client(cfg: &RemoteConfig) -> Result<HttpClient, String> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut roots = rustls::RootCertStore::empty();
     if cfg.system_roots {
         let native = rustls_native_certs::load_native_certs();
@@ -418,6 +418,11 @@ impl Remote {
         let req = self.request(Method::POST, headers, frame);
         let resp = self.send(req).await?;
         let status = resp.status();
+        debug!(
+            "remote answered {} over {:?}",
+            status.as_u16(),
+            resp.version()
+        );
         let session = header_str(resp.headers(), protocol::H_SESSION_ID);
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             return Err(Fault::Auth(status.as_u16()));
