@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use connect_harness::common;
 use connect_harness::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
@@ -234,4 +235,106 @@ async fn rmcp_stateful_2025_session_modern_host() {
     let (url, cancelled) = rmcp_server(true).await;
     let mut h = Host::start(&url, &["--protocol", "2025-06-18"]);
     exercise(&mut h, true, &cancelled).await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// rmcp's stdio client as the host, spawning `mcp-bridge connect <serve --demo>`
+// ---------------------------------------------------------------------------------------------
+
+mod stdio_host {
+    use super::*;
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService};
+    use rmcp::transport::TokioChildProcess;
+    use rmcp::{ClientServiceExt, ServiceExt};
+
+    fn connect_cmd(url: &str) -> tokio::process::Command {
+        let mut c = tokio::process::Command::new(common::bin());
+        c.args(["--log-level", "warn", "connect", url]);
+        c
+    }
+
+    fn first_text(r: &CallToolResult) -> String {
+        let v = serde_json::to_value(r).expect("serialize result");
+        v["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    fn args(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        v.as_object().cloned().unwrap_or_default()
+    }
+
+    async fn exercise(client: &RunningService<RoleClient, ()>) {
+        let tools = client.list_tools(None).await.expect("tools/list");
+        assert!(tools.tools.iter().any(|t| t.name == "lookup"));
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("echo")
+                    .with_arguments(args(json!({"text": "via rmcp stdio"}))),
+            )
+            .await
+            .expect("echo");
+        assert_eq!(first_text(&r), "via rmcp stdio");
+        let r = client
+            .call_tool(
+                CallToolRequestParams::new("lookup")
+                    .with_arguments(args(json!({"region": "ap", "id": 3}))),
+            )
+            .await
+            .expect("lookup");
+        assert_eq!(first_text(&r), "region=ap id=3");
+        let futs: Vec<_> = (0..8)
+            .map(|i| {
+                client.call_tool(
+                    CallToolRequestParams::new("echo")
+                        .with_arguments(args(json!({"text": format!("n{i}")}))),
+                )
+            })
+            .collect();
+        for (i, f) in futs.into_iter().enumerate() {
+            let r = tokio::time::timeout(T, f)
+                .await
+                .expect("timed out")
+                .expect("echo");
+            assert_eq!(first_text(&r), format!("n{i}"));
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rmcp_stdio_host_initialize_lifecycle() {
+        let serve = Bridge::demo(&[]).await;
+        let transport = TokioChildProcess::new(connect_cmd(&serve.url)).expect("spawn connect");
+        let client = tokio::time::timeout(T, ().serve(transport))
+            .await
+            .expect("initialize timed out")
+            .expect("initialize");
+        let info = client.peer_info().expect("server info");
+        assert_eq!(info.protocol_version, ProtocolVersion::V_2025_11_25);
+        exercise(&client).await;
+        client.cancel().await.expect("close");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn rmcp_stdio_host_discover_lifecycle() {
+        let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
+        let transport = TokioChildProcess::new(connect_cmd(&serve.url)).expect("spawn connect");
+        let client = tokio::time::timeout(
+            T,
+            ().serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            ),
+        )
+        .await
+        .expect("discover timed out")
+        .expect("discover");
+        let info = client.peer_info().expect("server info");
+        assert_eq!(info.protocol_version, ProtocolVersion::V_2026_07_28);
+        exercise(&client).await;
+        client.cancel().await.expect("close");
+    }
 }
