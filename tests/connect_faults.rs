@@ -369,3 +369,120 @@ async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped(
         "one rejected call, one retry"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broken_2025_stream_resumes_with_last_event_id() {
+    use std::sync::{Arc, Mutex};
+    let call_id: Arc<Mutex<Value>> = Arc::new(Mutex::new(Value::Null));
+    let resumed_with: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let (cid, rw) = (call_id.clone(), resumed_with.clone());
+    let addr = tiny_server(move |h, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        if body.is_empty() {
+            // GET: a resumption (Last-Event-ID) or the session's own stream (not offered).
+            let Some(last) = h.get("last-event-id").and_then(|x| x.to_str().ok()) else {
+                return (405, "text/plain", String::new());
+            };
+            *rw.lock().unwrap() = Some(last.to_owned());
+            let id = cid.lock().unwrap().clone();
+            let resp = json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"text","text":"resumed"}]}});
+            return (200, "text/event-stream", format!("id: e2\ndata: {resp}\n\n"));
+        }
+        match v["method"].as_str() {
+            Some("initialize") => (200, "application/json", json!({"jsonrpc":"2.0","id":v["id"],"result":{
+                "protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"t","version":"0"}}}).to_string()),
+            Some("tools/call") => {
+                *cid.lock().unwrap() = v["id"].clone();
+                // A priming event with an id, then the connection drops before the answer.
+                (200, "text/event-stream", "id: e1\nretry: 100\ndata:\n\n".into())
+            }
+            _ => (202, "application/json", String::new()),
+        }
+    })
+    .await;
+    let mut h = Host::start(&format!("http://{addr}/mcp"), &["--protocol", "2025-11-25"]);
+    h.initialize("2025-11-25", json!({}));
+    h.request(json!(1), "tools/call", call_params("anything", json!({})));
+    assert_eq!(text(&h.response(&json!(1), T)), "resumed");
+    assert_eq!(resumed_with.lock().unwrap().as_deref(), Some("e1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_read_only_tools_are_retried_and_only_with_the_flag() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let reads = Arc::new(AtomicUsize::new(0));
+    let (c2, r2) = (calls.clone(), reads.clone());
+    let addr = tiny_server(move |_, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        let id = v["id"].clone();
+        match v["method"].as_str().unwrap_or("") {
+            "tools/list" => (
+                200,
+                "application/json",
+                json!({"jsonrpc":"2.0","id":id,"result":{
+                "resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[
+                {"name":"read","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},
+                {"name":"write","inputSchema":{"type":"object"}}]}})
+                .to_string(),
+            ),
+            "tools/call" => {
+                // `write` always breaks after the request arrived; `read` breaks on its 1st,
+                // 3rd, … send and answers the others.
+                c2.fetch_add(1, Ordering::SeqCst);
+                let is_read = v["params"]["name"] == "read";
+                if !is_read || r2.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+                    (200, "text/event-stream", ": accepted\n\n".into())
+                } else {
+                    (
+                        200,
+                        "application/json",
+                        json!({"jsonrpc":"2.0","id":id,"result":{
+                        "resultType":"complete","content":[{"type":"text","text":"ok"}]}})
+                        .to_string(),
+                    )
+                }
+            }
+            _ => (404, "text/plain", String::new()),
+        }
+    })
+    .await;
+    let url = format!("http://{addr}/mcp");
+    let mut h = Host::start(&url, &["--protocol", "2026-07-28", "--retry-idempotent"]);
+    h.request(
+        json!(1),
+        "tools/call",
+        modern_call_params("read", json!({})),
+    );
+    assert_eq!(text(&h.response(&json!(1), T)), "ok");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        2,
+        "read-only: one failure, one retry"
+    );
+    h.request(
+        json!(2),
+        "tools/call",
+        modern_call_params("write", json!({})),
+    );
+    assert_eq!(reason(&h.response(&json!(2), T)), "connection_lost");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "not read-only: never re-sent"
+    );
+    drop(h);
+    let mut h = Host::start(&url, &["--protocol", "2026-07-28"]);
+    h.request(
+        json!(3),
+        "tools/call",
+        modern_call_params("read", json!({})),
+    );
+    assert_eq!(reason(&h.response(&json!(3), T)), "connection_lost");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        4,
+        "without --retry-idempotent nothing is re-sent"
+    );
+}
