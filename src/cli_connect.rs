@@ -78,6 +78,10 @@ pub struct ConnectArgs {
     /// Longest line accepted from the host on stdin.
     #[arg(long, default_value = "16MiB", value_parser = parse_size)]
     pub max_line: usize,
+    /// Treat an SSE stream with no event and no keep-alive for this long as dead (default: no
+    /// limit; TCP keep-alive still notices a vanished peer).
+    #[arg(long, value_parser = parse_duration)]
+    pub idle_timeout: Option<Duration>,
     /// How long era detection waits for an answer before assuming a 2025 server.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
@@ -158,6 +162,7 @@ impl ConnectArgs {
             retry_idempotent: self.retry_idempotent,
             max_response: self.max_response,
             probe_timeout: self.probe_timeout,
+            idle_timeout: self.idle_timeout,
         })
     }
 }

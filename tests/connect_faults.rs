@@ -486,3 +486,30 @@ async fn only_read_only_tools_are_retried_and_only_with_the_flag() {
         "without --retry-idempotent nothing is re-sent"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_timeout_ends_a_silent_stream_but_not_a_busy_one() {
+    let serve = Bridge::demo(&["--keepalive", "30s"]).await;
+    let mut h = Host::start(&serve.url, &["--idle-timeout", "1500ms"]);
+    // Progress every 0.4 s keeps the stream alive past the idle limit.
+    let mut p = modern_call_params("slow", json!({"seconds": 2.4, "steps": 6}));
+    p["_meta"]["progressToken"] = json!("busy");
+    h.request(json!(1), "tools/call", p);
+    assert_eq!(text(&h.response(&json!(1), T)), "done");
+    // No progress token: nothing flows for 10 s after the SSE headers.
+    h.request(
+        json!(2),
+        "tools/call",
+        modern_call_params("slow", json!({"seconds": 10, "steps": 10})),
+    );
+    let r = h.response(&json!(2), T);
+    assert_eq!(reason(&r), "connection_lost", "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--idle-timeout"),
+        "{r}"
+    );
+    serve.log.expect("demo: cancelled id=", T).await;
+}

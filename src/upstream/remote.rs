@@ -57,6 +57,9 @@ pub struct RemoteConfig {
     pub max_response: usize,
     /// How long the era probe waits before assuming a 2025 server.
     pub probe_timeout: Duration,
+    /// An SSE stream silent (no event, no keep-alive comment) this long is treated as dead.
+    /// `None` = no limit (TCP keep-alive still detects a vanished peer).
+    pub idle_timeout: Option<Duration>,
 }
 
 /// A transport-level failure, mapped to one JSON-RPC error for the call it hit.
@@ -528,6 +531,28 @@ impl Remote {
         }
     }
 
+    /// The next body frame, or None at the end; a stream silent past `--idle-timeout` is an
+    /// error.
+    async fn next_frame(
+        &self,
+        body: &mut Incoming,
+    ) -> Option<Result<hyper::body::Frame<Bytes>, Fault>> {
+        let fut = body.frame();
+        let r = match self.cfg.idle_timeout {
+            Some(t) => match tokio::time::timeout(t, fut).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Some(Err(Fault::Broken(format!(
+                        "the event stream was silent for {} ms (--idle-timeout)",
+                        t.as_millis()
+                    ))))
+                }
+            },
+            None => fut.await,
+        };
+        r.map(|f| f.map_err(|e| Fault::Broken(chain(&e))))
+    }
+
     async fn read_body(&self, mut body: Incoming) -> Result<Bytes, Fault> {
         let mut buf = BytesMut::new();
         while let Some(frame) = body.frame().await {
@@ -556,13 +581,13 @@ impl Remote {
                     return Ok(Some(frame));
                 }
             }
-            match body.frame().await {
+            match self.next_frame(body).await {
                 Some(Ok(f)) => {
                     if let Ok(data) = f.into_data() {
                         dec.push(&data);
                     }
                 }
-                Some(Err(e)) => return Err(Fault::Broken(chain(&e))),
+                Some(Err(f)) => return Err(f),
                 None => {
                     while let Some(item) = dec.finish() {
                         if let Some(frame) = self.sse_item(item, Some(our_id), events).await? {
@@ -916,7 +941,7 @@ impl Remote {
                                 warn!("GET stream: {}", f.reason());
                             }
                         }
-                        match body.frame().await {
+                        match self.next_frame(&mut body).await {
                             Some(Ok(f)) => {
                                 if let Ok(d) = f.into_data() {
                                     dec.push(&d);
