@@ -55,6 +55,10 @@ async fn legacy_host_to_auto_detected_2026_remote() {
         names.contains(&"lookup") && names.contains(&"echo"),
         "{names:?}"
     );
+    assert!(
+        r["result"].get("resultType").is_none() && r["result"].get("ttlMs").is_none(),
+        "2026-only fields reached a 2025 host: {r}"
+    );
     // Mcp-Param-* headers from x-mcp-header (serve rejects the call without them).
     h.request(
         json!(7),

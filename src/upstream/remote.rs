@@ -1305,11 +1305,12 @@ impl Remote {
             let Some(r) = env.result else {
                 return self.fault_outcome(&Fault::Malformed("response without result".into()));
             };
-            if call.method == "tools/list" {
-                if let Some(filtered) = self.learn_tools(r, true) {
-                    return Outcome::Result(jsonrpc::raw(&filtered));
-                }
-            }
+            let filtered = if call.method == "tools/list" {
+                self.learn_tools(r, true).map(|f| jsonrpc::raw(&f))
+            } else {
+                None
+            };
+            let r: &RawValue = filtered.as_deref().unwrap_or(r);
             if legacy_host
                 && memchr::memmem::find(r.get().as_bytes(), b"input_required").is_some()
                 && Fields::parse(r)
@@ -1322,6 +1323,12 @@ impl Remote {
                      2025 host is not supported yet",
                     Some(&json!({"reason": "input_required_unsupported"})),
                 )));
+            }
+            if legacy_host {
+                // 2025 hosts do not know `resultType`/`ttlMs`/`cacheScope`.
+                if let Some(t) = protocol::modern_result_to_legacy(r) {
+                    return Outcome::Result(jsonrpc::raw(&t));
+                }
             }
             return Outcome::Result(jsonrpc::raw_owned(r));
         }
