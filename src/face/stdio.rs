@@ -188,7 +188,7 @@ impl Face {
         let Some(id_raw) = env.id else { return };
         let id = id_raw.get().trim().to_owned();
         let method = env.method().to_owned();
-        let params = env.params.map(jsonrpc::raw_owned);
+        let params = env.params.map(ToOwned::to_owned);
         if method == "initialize" {
             self.start_initialize(id, params);
             return;
@@ -354,7 +354,7 @@ impl Face {
         let p = params.as_deref();
         let field = |k: &str| {
             p.and_then(Fields::parse)
-                .and_then(|f| f.get(k).map(jsonrpc::raw_owned))
+                .and_then(|f| f.get(k).map(ToOwned::to_owned))
         };
         let requested =
             field("protocolVersion").and_then(|v| serde_json::from_str::<String>(v.get()).ok());
@@ -407,7 +407,7 @@ impl Face {
             "notifications/initialized" => {}
             m => {
                 let m = m.to_owned();
-                let params = env.params.map(jsonrpc::raw_owned);
+                let params = env.params.map(ToOwned::to_owned);
                 let remote = Arc::clone(&self.remote);
                 self.tracker.spawn(async move {
                     remote.notify(&m, params.as_deref()).await;
@@ -422,8 +422,8 @@ impl Face {
             debug!("a response from the host for an unknown id was dropped");
             return;
         };
-        let result = env.result.map(jsonrpc::raw_owned);
-        let error = env.error.map(jsonrpc::raw_owned);
+        let result = env.result.map(ToOwned::to_owned);
+        let error = env.error.map(ToOwned::to_owned);
         let remote = Arc::clone(&self.remote);
         self.tracker.spawn(async move {
             remote

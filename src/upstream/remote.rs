@@ -630,7 +630,7 @@ impl Remote {
                     let _ = tx
                         .send(CallEvent::Notification {
                             method: env.method().to_owned(),
-                            params: env.params.map(jsonrpc::raw_owned),
+                            params: env.params.map(ToOwned::to_owned),
                         })
                         .await;
                 }
@@ -639,9 +639,9 @@ impl Remote {
                 if let (Some(tx), Some(id)) = (events, env.id) {
                     let _ = tx
                         .send(CallEvent::ServerRequest {
-                            id: jsonrpc::raw_owned(id),
+                            id: ToOwned::to_owned(id),
                             method: env.method().to_owned(),
-                            params: env.params.map(jsonrpc::raw_owned),
+                            params: env.params.map(ToOwned::to_owned),
                         })
                         .await;
                 }
@@ -1111,8 +1111,7 @@ impl Remote {
 
     /// Keep the host's `initialize` params: a 2025 remote is initialised with them.
     pub fn set_host_init(&self, params: Option<&RawValue>) {
-        *self.init_params.lock().unwrap_or_else(|p| p.into_inner()) =
-            params.map(jsonrpc::raw_owned);
+        *self.init_params.lock().unwrap_or_else(|p| p.into_inner()) = params.map(ToOwned::to_owned);
     }
 
     /// Answer a 2025 host's `initialize`: from the remote's own `InitializeResult` (2025
@@ -1300,7 +1299,7 @@ impl Remote {
                     self.refresh_tools().await;
                     continue;
                 }
-                return Outcome::Error(jsonrpc::raw_owned(e));
+                return Outcome::Error(ToOwned::to_owned(e));
             }
             let Some(r) = env.result else {
                 return self.fault_outcome(&Fault::Malformed("response without result".into()));
@@ -1330,7 +1329,7 @@ impl Remote {
                     return Outcome::Result(jsonrpc::raw(&t));
                 }
             }
-            return Outcome::Result(jsonrpc::raw_owned(r));
+            return Outcome::Result(ToOwned::to_owned(r));
         }
     }
 
@@ -1420,7 +1419,7 @@ impl Remote {
                 return self.fault_outcome(&Fault::Malformed("unparsable response".into()));
             };
             if let Some(e) = env.error {
-                return Outcome::Error(jsonrpc::raw_owned(e));
+                return Outcome::Error(ToOwned::to_owned(e));
             }
             let Some(r) = env.result else {
                 return self.fault_outcome(&Fault::Malformed("response without result".into()));
@@ -1433,7 +1432,7 @@ impl Remote {
                     return Outcome::Result(jsonrpc::raw(&t));
                 }
             }
-            return Outcome::Result(jsonrpc::raw_owned(r));
+            return Outcome::Result(ToOwned::to_owned(r));
         }
     }
 
