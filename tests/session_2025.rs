@@ -561,6 +561,20 @@ async fn disconnect_is_not_cancellation_2025() {
         s.call(json!(2), "echo", json!({"text": "x"})).await.text(),
         "x"
     );
+    // The call still runs in the child, and the client can still cancel it by id.
+    assert_eq!(
+        s.notify(
+            "notifications/cancelled",
+            json!({"requestId": 1, "reason": "changed my mind"})
+        )
+        .await,
+        202
+    );
+    let line = b
+        .log
+        .expect("demo: cancelled id=", Duration::from_secs(10))
+        .await;
+    assert!(line.contains("client cancelled"), "{line}");
 }
 
 /// A 2025 session's logging/setLevel becomes the logLevel stamped on its requests to a 2026

@@ -25,7 +25,7 @@ use crate::call::{Call, CallCtx};
 use crate::face::metrics_http;
 use crate::face::observe::{self, answered};
 use crate::face::respond::{self, rpc_error, status_only, Body, Responder};
-use crate::face::session::{mint_id, Session, Sessions};
+use crate::face::session::{mint_id, InflightGuard, Session, Sessions};
 use crate::framing;
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::metrics::Metrics;
@@ -508,7 +508,7 @@ impl App {
         ctx: CallCtx,
         cancel: CancellationToken,
         session: Option<Arc<Session>>,
-        on_done: Option<Box<dyn Send + Sync>>,
+        on_done: Option<InflightGuard>,
         mrtr: Option<respond::MrtrCtx>,
     ) -> Response<Body> {
         let started = Instant::now();
@@ -542,7 +542,10 @@ impl App {
         let mut r = self.responder(pc, method, client_era, cancel, started);
         r.orig_token = orig_token;
         r.server_requests = session.map(|s| s as Arc<dyn respond::ServerRequestSink>);
-        r.on_done = on_done;
+        r.on_done = on_done.map(|mut g| {
+            g.detached = Some((handle.canceller(), started + self.cfg.call_timeout));
+            Box::new(g) as Box<dyn Send + Sync>
+        });
         r.mrtr = mrtr;
         crate::telemetry::record_upstream_id(&span, handle.upstream_id());
         tracing::Instrument::instrument(r.respond(handle), span).await
@@ -879,6 +882,7 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                 let done = InflightGuard {
                     session: s.clone(),
                     id: rid.to_owned(),
+                    detached: None,
                 };
                 return crate::face::rounds::run(
                     app.clone(),
@@ -894,6 +898,7 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
             let done = InflightGuard {
                 session: s.clone(),
                 id: rid.to_owned(),
+                detached: None,
             };
             let params = pc.env.params.map(|p| p.to_owned());
             let upstream = s.upstream.clone();
@@ -905,23 +910,11 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                 ctx,
                 cancel,
                 Some(s.clone()),
-                Some(Box::new(done)),
+                Some(done),
                 None,
             )
             .await
         }
-    }
-}
-
-/// Forgets a 2025 call's cancel handle once its response is complete (JSON sent or SSE ended).
-struct InflightGuard {
-    session: Arc<Session>,
-    id: String,
-}
-
-impl Drop for InflightGuard {
-    fn drop(&mut self) {
-        self.session.end_call(&self.id);
     }
 }
 

@@ -10,7 +10,28 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::face::respond::ServerRequestSink;
-use crate::upstream::child::ChildUpstream;
+use crate::upstream::child::{Canceller, ChildUpstream};
+
+/// How to cancel a call a 2025 client started.
+enum Inflight {
+    /// Its response is still being produced: cancel the responder.
+    Live(CancellationToken),
+    /// The client hung up; the child still works on it until the deadline.
+    Detached(Canceller, Instant),
+}
+
+/// Forgets (or detaches) a 2025 call's cancel handle once its response is over.
+pub struct InflightGuard {
+    pub session: Arc<Session>,
+    pub id: String,
+    pub detached: Option<(Canceller, Instant)>,
+}
+
+impl Drop for InflightGuard {
+    fn drop(&mut self) {
+        self.session.end_call(&self.id, self.detached.take());
+    }
+}
 
 /// A client's response: its `result`, or its `error` object.
 pub type ClientAnswer = Result<Box<RawValue>, Box<RawValue>>;
@@ -25,8 +46,8 @@ pub struct Session {
     /// Does this session own its child (`--isolation session`)?
     pub owns_child: bool,
     last_seen: Mutex<Instant>,
-    /// Client request id (raw JSON) → cancel token, for `notifications/cancelled`.
-    inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// Client request id (raw JSON) → how to cancel it, for `notifications/cancelled`.
+    inflight: Mutex<HashMap<String, Inflight>>,
     /// Ids (raw JSON) of requests the child sent this session and that await an answer.
     server_requests: Mutex<HashSet<String>>,
     /// Requests the bridge itself sent this client (translated from a 2026 upstream's
@@ -134,7 +155,16 @@ impl Session {
     }
 
     pub fn idle_for(&self) -> Duration {
-        if !lock(&self.inflight).is_empty() || self.get_stream_open.load(Ordering::Relaxed) {
+        let busy = {
+            let mut g = lock(&self.inflight);
+            let now = Instant::now();
+            g.retain(|_, f| match f {
+                Inflight::Live(_) => true,
+                Inflight::Detached(c, until) => *until > now && c.pending(),
+            });
+            !g.is_empty()
+        };
+        if busy || self.get_stream_open.load(Ordering::Relaxed) {
             return Duration::ZERO;
         }
         lock(&self.last_seen).elapsed()
@@ -143,22 +173,35 @@ impl Session {
     /// Track a call so a later `notifications/cancelled` can reach it.
     pub fn begin_call(&self, client_id: &str) -> CancellationToken {
         let t = self.closed.child_token();
-        lock(&self.inflight).insert(client_id.to_owned(), t.clone());
+        lock(&self.inflight).insert(client_id.to_owned(), Inflight::Live(t.clone()));
         t
     }
 
-    pub fn end_call(&self, client_id: &str) {
-        lock(&self.inflight).remove(client_id);
+    /// The call's response is over. If the child is still working on it (the client hung up:
+    /// in 2025 that is not a cancellation), keep a way to cancel it until `until`.
+    pub fn end_call(&self, client_id: &str, detached: Option<(Canceller, Instant)>) {
+        {
+            let mut g = lock(&self.inflight);
+            match detached {
+                Some((c, until)) if c.pending() => {
+                    g.insert(client_id.to_owned(), Inflight::Detached(c, until));
+                }
+                _ => {
+                    g.remove(client_id);
+                }
+            }
+        }
         self.touch();
     }
 
     /// Cancel the call the client knows by `client_id`. Returns whether one was found.
     pub fn cancel_call(&self, client_id: &str) -> bool {
         match lock(&self.inflight).remove(client_id) {
-            Some(t) => {
+            Some(Inflight::Live(t)) => {
                 t.cancel();
                 true
             }
+            Some(Inflight::Detached(c, _)) => c.cancel("client cancelled"),
             None => false,
         }
     }

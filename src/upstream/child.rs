@@ -163,6 +163,14 @@ impl CallHandle {
         // An explicit reason means: cancel now, even a detached call.
         self.guard.detach_until = None;
     }
+    /// A way to cancel this call in the child that outlives the handle.
+    pub fn canceller(&self) -> Canceller {
+        Canceller {
+            proc: self.guard.proc.clone(),
+            id: self.guard.id,
+        }
+    }
+
     /// The bridge's id for this call (the child sees this id).
     pub fn upstream_id(&self) -> u64 {
         self.guard.id
@@ -171,6 +179,23 @@ impl CallHandle {
     /// dropped connection is not a cancellation); it is still cancelled at `deadline`.
     pub fn detach_until(&mut self, deadline: Instant) {
         self.guard.detach_until = Some(deadline);
+    }
+}
+
+/// Cancels one call in the child after its handle is gone (a detached 2025 call).
+pub struct Canceller {
+    proc: Arc<Proc>,
+    id: u64,
+}
+
+impl Canceller {
+    /// Is the call still waiting for the child's answer?
+    pub fn pending(&self) -> bool {
+        lock(&self.proc.pending).contains_key(&self.id)
+    }
+    /// Cancel it in the child; true if it was still pending.
+    pub fn cancel(&self, reason: &str) -> bool {
+        self.proc.cancel(self.id, reason)
     }
 }
 
