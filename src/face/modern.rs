@@ -275,7 +275,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         method,
         params,
         ctx,
-        app.children.child_token(),
+        app.children.clone(),
         None,
         None,
         mrtr,
@@ -367,7 +367,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         return respond::json(StatusCode::OK, jsonrpc::result(rid, &body));
     }
     let started = std::time::Instant::now();
-    let mut r = app.responder(pc, method, Era::Modern, app.children.child_token(), started);
+    let mut r = app.responder(pc, method, Era::Modern, app.children.clone(), started);
     r.orig_token = jsonrpc::meta_field(pc.env.params, "progressToken").map(|t| t.to_owned());
     r.mrtr = Some(mrtr_ctx(app, pc, parked.round, Some(claims.park)));
     r.respond(parked.handle).await

@@ -298,6 +298,10 @@ impl ChildUpstream {
 
     /// Wait until the child is ready (or stopped), up to `wait`.
     async fn ready(&self, wait: Duration) -> Result<Arc<Proc>, BridgeError> {
+        // Fast path (every call while the child runs): no subscription, no timer.
+        if let State::Ready(p) = &*self.inner.state.borrow() {
+            return Ok(p.clone());
+        }
         let mut rx = self.inner.state.subscribe();
         let fut = async {
             loop {
