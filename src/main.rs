@@ -185,9 +185,17 @@ async fn signals(shutdown: CancellationToken) {
         error!("cannot install signal handlers");
         return;
     };
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM received"),
-        _ = int.recv() => info!("SIGINT received"),
+    // SIGHUP must never kill a daemon: the modules that can reload (certificates, token
+    // files) listen for it themselves; here it is only acknowledged.
+    let mut hup = signal(SignalKind::hangup()).ok();
+    loop {
+        tokio::select! {
+            _ = term.recv() => { info!("SIGTERM received"); break }
+            _ = int.recv() => { info!("SIGINT received"); break }
+            _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => {
+                info!("SIGHUP received: reloading what can be reloaded (certificates, token files)");
+            }
+        }
     }
     shutdown.cancel();
 }

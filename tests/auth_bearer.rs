@@ -458,3 +458,53 @@ async fn no_secret_in_the_log_at_trace_level() {
         );
     }
 }
+
+/// SIGHUP re-reads `--token-file`: a removed token stops working, a new one starts working,
+/// `--token-env` tokens stay, and the bridge keeps running.
+#[tokio::test]
+async fn token_file_reloads_on_sighup() {
+    const TOKEN_B: &str = "tok-bob-abcdefghijklmnop0123";
+    let dir = tempfile::tempdir().unwrap();
+    let f = token_file(&dir);
+    let b = Bridge::start(
+        "info",
+        &[
+            "--demo",
+            "--port",
+            "0",
+            "--auth",
+            "bearer",
+            "--token-file",
+            &f,
+            "--token-env",
+            "MCPB_T",
+        ],
+        &[("MCPB_T", TOKEN_ENV)],
+    )
+    .await;
+    assert_eq!(
+        post_init(&b.url, Some(TOKEN_A)).await.status().as_u16(),
+        200
+    );
+    assert_eq!(
+        post_init(&b.url, Some(TOKEN_B)).await.status().as_u16(),
+        401
+    );
+    std::fs::write(&f, format!("bob:{TOKEN_B}\n")).unwrap();
+    let pid = nix::unistd::Pid::from_raw(b.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    // Bounded wait for the reload to take effect.
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while post_init(&b.url, Some(TOKEN_B)).await.status().as_u16() != 200 {
+        assert!(std::time::Instant::now() < until, "token B never accepted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        post_init(&b.url, Some(TOKEN_A)).await.status().as_u16(),
+        401
+    );
+    assert_eq!(
+        post_init(&b.url, Some(TOKEN_ENV)).await.status().as_u16(),
+        200
+    );
+}

@@ -126,3 +126,100 @@ mod tests {
         assert!(s.add_lines("bad name:tok", None).is_err());
     }
 }
+
+/// The token set in use, replaceable at run time: `--token-file` is re-read on SIGHUP; tokens
+/// from `--token-env` (read once at start, then removed from the environment) are kept.
+pub struct LiveTokens {
+    current: std::sync::RwLock<Arc<TokenSet>>,
+    file: Option<std::path::PathBuf>,
+    from_env: TokenSet,
+}
+
+impl LiveTokens {
+    pub fn new(all: TokenSet, file: Option<std::path::PathBuf>, from_env: TokenSet) -> Self {
+        Self {
+            current: std::sync::RwLock::new(Arc::new(all)),
+            file,
+            from_env,
+        }
+    }
+
+    pub fn verify(&self, token: &str) -> Option<Arc<str>> {
+        let set = self
+            .current
+            .read()
+            .map(|g| g.clone())
+            .unwrap_or_else(|p| p.into_inner().clone());
+        set.verify(token)
+    }
+
+    /// Re-read the token file; on any error (or an empty result) the old set stays.
+    pub fn reload(&self) -> Result<usize, String> {
+        let Some(p) = &self.file else {
+            return Ok(0);
+        };
+        let text = std::fs::read_to_string(p)
+            .map_err(|e| format!("cannot read --token-file {}: {e}", p.display()))?;
+        let mut set = self.from_env.clone();
+        set.add_lines(&text, None)
+            .map_err(|e| format!("--token-file {}: {e}", p.display()))?;
+        if set.is_empty() {
+            return Err("the reloaded token file has no tokens; keeping the previous ones".into());
+        }
+        let n = set.len();
+        match self.current.write() {
+            Ok(mut g) => *g = Arc::new(set),
+            Err(p) => *p.into_inner() = Arc::new(set),
+        }
+        Ok(n)
+    }
+
+    /// Reload on SIGHUP for the life of the runtime.
+    pub fn spawn_reloader(self: &Arc<Self>) {
+        if self.file.is_none() {
+            return;
+        }
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            let Ok(mut hup) = signal(SignalKind::hangup()) else {
+                tracing::warn!("cannot watch SIGHUP for token file reloads");
+                return;
+            };
+            while hup.recv().await.is_some() {
+                let Some(t) = me.upgrade() else { break };
+                match t.reload() {
+                    Ok(n) => tracing::info!(tokens = n, "bearer tokens reloaded (SIGHUP)"),
+                    Err(e) => tracing::warn!("bearer token reload failed: {e}"),
+                }
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod live_tests {
+    use super::*;
+
+    #[test]
+    fn reload_replaces_file_tokens_and_keeps_env_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tokens");
+        std::fs::write(&f, "alice:aaaaaaaaaaaaaaaa\n").unwrap();
+        let mut env = TokenSet::default();
+        env.add_lines("envtokenenvtoken", Some("env")).unwrap();
+        let mut all = env.clone();
+        all.add_lines(&std::fs::read_to_string(&f).unwrap(), None)
+            .unwrap();
+        let live = LiveTokens::new(all, Some(f.clone()), env);
+        assert_eq!(live.verify("aaaaaaaaaaaaaaaa").as_deref(), Some("alice"));
+        std::fs::write(&f, "bob:bbbbbbbbbbbbbbbb\n").unwrap();
+        assert_eq!(live.reload(), Ok(2));
+        assert_eq!(live.verify("aaaaaaaaaaaaaaaa"), None);
+        assert_eq!(live.verify("bbbbbbbbbbbbbbbb").as_deref(), Some("bob"));
+        assert!(live.verify("envtokenenvtoken").is_some());
+        std::fs::write(&f, "not a valid line with spaces\n").unwrap();
+        assert!(live.reload().is_err());
+        assert_eq!(live.verify("bbbbbbbbbbbbbbbb").as_deref(), Some("bob"));
+    }
+}

@@ -97,6 +97,8 @@ pub const LEEWAY_SECS: u64 = 30;
 pub struct Prepared {
     args: AuthArgs,
     tokens: Option<bearer::TokenSet>,
+    /// The tokens that came from `--token-env` (kept across token-file reloads).
+    env_tokens: bearer::TokenSet,
     tls: Option<Arc<tls::Tls>>,
 }
 
@@ -145,6 +147,7 @@ pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
     if a.auth != AuthMode::Jwt && !a.audience.is_empty() {
         return Err("--audience belongs to --auth jwt".into());
     }
+    let mut env_tokens = bearer::TokenSet::default();
     let tokens = if a.auth == AuthMode::Bearer {
         let mut set = bearer::TokenSet::default();
         if let Some(p) = &a.token_file {
@@ -157,6 +160,9 @@ pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
             let v = std::env::var(var)
                 .map_err(|_| format!("--token-env {var}: variable not set or not UTF-8"))?;
             set.add_lines(&v.replace(',', "\n"), Some("env"))
+                .map_err(|e| format!("--token-env {var}: {e}"))?;
+            env_tokens
+                .add_lines(&v.replace(',', "\n"), Some("env"))
                 .map_err(|e| format!("--token-env {var}: {e}"))?;
             // Keep the secret out of the child's environment (--pass-environment).
             std::env::remove_var(var);
@@ -176,6 +182,7 @@ pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
     Ok(Prepared {
         args: a,
         tokens,
+        env_tokens,
         tls,
     })
 }
@@ -191,6 +198,7 @@ impl Prepared {
         Prepared {
             args,
             tokens: self.tokens.clone(),
+            env_tokens: self.env_tokens.clone(),
             tls: self.tls.clone(),
         }
     }
@@ -256,7 +264,15 @@ impl Prepared {
         }
         let check = match a.auth {
             AuthMode::Bearer => match self.tokens {
-                Some(t) => Check::Bearer(t),
+                Some(t) => {
+                    let live = Arc::new(bearer::LiveTokens::new(
+                        t,
+                        a.token_file.clone(),
+                        self.env_tokens.clone(),
+                    ));
+                    live.spawn_reloader();
+                    Check::Bearer(live)
+                }
                 None => return Err("no bearer tokens configured".into()),
             },
             AuthMode::Jwt => {
@@ -354,7 +370,7 @@ impl Metadata {
 
 /// How tokens are checked.
 pub enum Check {
-    Bearer(bearer::TokenSet),
+    Bearer(Arc<bearer::LiveTokens>),
     Jwt(Arc<jwt::Verifier>),
 }
 
