@@ -351,6 +351,13 @@ async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped(
         .filter_map(|t| t["name"].as_str())
         .collect();
     assert_eq!(names, vec!["good"], "{r}");
+    // stderr is read apart from stdout: give the log line a moment under load.
+    for _ in 0..50 {
+        if h.log.find("dropping tool \"bad\"").is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+    }
     assert!(
         h.log.find("dropping tool \"bad\"").is_some(),
         "{}",
