@@ -370,7 +370,10 @@ impl Face {
     fn start(self: &Arc<Self>, call: Call) -> Running {
         let (etx, events) = mpsc::channel(EVENT_QUEUE);
         let remote = Arc::clone(&self.remote);
-        let task = tokio::spawn(async move { remote.call(call, etx).await });
+        // Tracked, so that shutdown waits for the cancellations of dropped calls to go out.
+        let task = self
+            .tracker
+            .spawn(async move { remote.call(call, etx).await });
         Running { events, task }
     }
 
