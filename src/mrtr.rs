@@ -16,6 +16,9 @@ use crate::jsonrpc::Fields;
 
 const PREFIX: &str = "mcpb1.";
 
+/// How long a parked call waits for its client's retry.
+pub const INPUT_TTL: Duration = Duration::from_secs(300);
+
 /// Methods whose 2026 results may be `input_required`.
 pub fn is_mrtr_method(method: &str) -> bool {
     matches!(method, "tools/call" | "prompts/get" | "resources/read")
@@ -255,6 +258,10 @@ impl<H> ParkStore<H> {
             .map(|(k, _)| *k)
             .collect();
         ids.into_iter().filter_map(|k| g.remove(&k)).collect()
+    }
+    /// Remove and return every parked call (shutdown).
+    pub fn take_all(&self) -> Vec<Parked<H>> {
+        self.lock().drain().map(|(_, p)| p).collect()
     }
     pub fn len(&self) -> usize {
         self.lock().len()

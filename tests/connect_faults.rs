@@ -96,7 +96,7 @@ async fn session_lost_404_reinitialises() {
     );
     assert_eq!(text(&h.response(&json!(2), T)), "b");
     assert!(
-        h.log.find("session expired on the remote").is_some(),
+        h.log.wait_find("session expired on the remote").is_some(),
         "{}",
         h.log.dump()
     );
@@ -352,7 +352,7 @@ async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped(
         .collect();
     assert_eq!(names, vec!["good"], "{r}");
     assert!(
-        h.log.find("dropping tool \"bad\"").is_some(),
+        h.log.wait_find("dropping tool \"bad\"").is_some(),
         "{}",
         h.log.dump()
     );

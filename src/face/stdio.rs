@@ -4,6 +4,15 @@
 //! restores the host's ids on every answer, carries host cancellations to the upstream (by
 //! dropping the call), and relays the remote's 2025 server requests under ids of our own
 //! (`"mcp-bridge:N"`) so they cannot collide with the host's.
+//!
+//! Across eras (the same translations as `serve`, with `crate::mrtr`):
+//! - 2026 host, 2025 remote: a server request on the stream of a `tools/call`/`prompts/get`/
+//!   `resources/read` parks the remote call and answers the host `input_required` (signed
+//!   `requestState`); the host's retry hands its `inputResponses` to the remote as responses
+//!   under the remote's ids, and the parked call's answer goes out under the retry's id.
+//! - 2025 host, 2026 remote: an `input_required` result becomes requests to the host
+//!   (`"mcp-bridge:N"` ids); with every answer in, the remote is retried with `inputResponses`
+//!   and the exact `requestState` under a new id, at most `MAX_ROUNDS` times.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,16 +22,20 @@ use std::time::Duration;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{Call, CallCtx, CallEvent, Outcome, EVENT_QUEUE};
+use crate::face::respond::input_required_result;
+use crate::face::rounds::MAX_ROUNDS;
 use crate::framing::{single_line, Line, LineDecoder};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
+use crate::mrtr::{self, ParkStore, Parked, StateSigner};
 use crate::protocol::{self, Era};
 use crate::upstream::remote::Remote;
 
@@ -33,6 +46,40 @@ struct Host {
     stamp: Arc<Vec<(String, Box<RawValue>)>>,
 }
 
+/// The one caller a stdio face has, as far as `requestState` binding goes.
+const PRINCIPAL: &str = "stdio-host";
+
+/// Most calls parked at once for a 2026 host's input.
+const MAX_PARKED: usize = 256;
+
+/// A remote call running in its own task, so that it can be parked while a 2026 host gathers
+/// input. Dropping it cancels the call at the remote.
+struct Running {
+    events: mpsc::Receiver<CallEvent>,
+    task: tokio::task::JoinHandle<Outcome>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What parking a 2026 host's call needs to know.
+struct ParkCtx {
+    method: String,
+    digest: String,
+    /// This request's `clientCapabilities`.
+    caps: Option<Box<RawValue>>,
+    /// The round the host's request answered (0 for a first request).
+    round: u32,
+    /// Reuse this parked-call id when resuming.
+    park_id: Option<u64>,
+}
+
+/// A host's answer to one of our input requests: its result, or its error.
+type HostAnswer = Result<Box<RawValue>, Box<RawValue>>;
+
 struct Face {
     remote: Arc<Remote>,
     out: mpsc::Sender<Bytes>,
@@ -42,6 +89,10 @@ struct Face {
     /// Our id for a server request sent to the host → the remote's id.
     server_requests: Mutex<HashMap<String, Box<RawValue>>>,
     next_server_request: AtomicU64,
+    /// Our id for an input request of a 2026 remote sent to a 2025 host → its waiter.
+    input_waits: Mutex<HashMap<String, oneshot::Sender<HostAnswer>>>,
+    signer: StateSigner,
+    parked: ParkStore<Running>,
     tracker: TaskTracker,
 }
 
@@ -70,8 +121,26 @@ pub async fn serve<R, W>(
         inflight: Mutex::new(HashMap::new()),
         server_requests: Mutex::new(HashMap::new()),
         next_server_request: AtomicU64::new(1),
+        input_waits: Mutex::new(HashMap::new()),
+        signer: StateSigner::new(),
+        parked: ParkStore::new(MAX_PARKED),
         tracker: TaskTracker::new(),
     });
+    // Parked calls whose host never came back are cancelled at the remote.
+    let sweeper = {
+        let face = Arc::clone(&face);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                for p in face.parked.take_expired() {
+                    info!(
+                        "a {} waiting for the host's input expired: cancelled",
+                        p.method
+                    );
+                }
+            }
+        })
+    };
     // Traffic from the remote that belongs to no call (2025 GET stream).
     let events_task = {
         let face = Arc::clone(&face);
@@ -114,6 +183,9 @@ pub async fn serve<R, W>(
     for (_, t) in lock(&face.inflight).drain() {
         t.cancel();
     }
+    sweeper.abort();
+    drop(face.parked.take_all());
+    lock(&face.input_waits).clear();
     face.tracker.close();
     let _ = tokio::time::timeout(Duration::from_secs(5), face.tracker.wait()).await;
     face.remote.shutdown().await;
@@ -252,32 +324,379 @@ impl Face {
     /// Run one call: forward its events while it runs, then its answer (or nothing, if the
     /// host cancelled it).
     async fn run_call(self: Arc<Self>, id: String, call: Call, token: CancellationToken) {
-        let (etx, mut erx) = mpsc::channel(EVENT_QUEUE);
-        let modern_host = call.ctx.client_era == Era::Modern;
-        let method = call.method.clone();
-        let remote = Arc::clone(&self.remote);
-        let fut = remote.call(call, etx);
-        tokio::pin!(fut);
-        let outcome = loop {
-            tokio::select! {
-                biased;
-                _ = token.cancelled() => {
-                    debug!("{method} cancelled by the host");
-                    break None;
-                }
-                Some(ev) = erx.recv() => self.forward_call_event(ev, modern_host).await,
-                o = &mut fut => break Some(o),
-            }
-        };
-        // Events sent before the answer go out before it.
-        while let Ok(ev) = erx.try_recv() {
-            if outcome.is_some() {
-                self.forward_call_event(ev, modern_host).await;
-            }
-        }
+        let outcome = self.drive(&id, call, &token).await;
         lock(&self.inflight).remove(&id);
         if let Some(o) = outcome {
             self.send(answer(&id, o)).await;
+        }
+    }
+
+    async fn drive(
+        self: &Arc<Self>,
+        id: &str,
+        call: Call,
+        token: &CancellationToken,
+    ) -> Option<Outcome> {
+        let modern_host = call.ctx.client_era == Era::Modern;
+        if !mrtr::is_mrtr_method(&call.method) {
+            let r = self.start(call);
+            return self.follow(id, r, token, modern_host, None).await;
+        }
+        if !modern_host {
+            return self.rounds(id, call, token).await;
+        }
+        let state = call
+            .params
+            .as_deref()
+            .and_then(Fields::parse)
+            .and_then(|f| f.get("requestState").map(ToOwned::to_owned))
+            .and_then(|s| serde_json::from_str::<String>(s.get()).ok())
+            .filter(|s| StateSigner::is_ours(s));
+        if let Some(state) = state {
+            return self.resume(id, call, &state, token).await;
+        }
+        let park = ParkCtx {
+            method: call.method.clone(),
+            digest: mrtr::params_digest(call.params.as_deref()),
+            caps: client_caps(call.params.as_deref()),
+            round: 0,
+            park_id: None,
+        };
+        let r = self.start(call);
+        self.follow(id, r, token, true, Some(park)).await
+    }
+
+    /// Start a call at the remote in its own task.
+    fn start(self: &Arc<Self>, call: Call) -> Running {
+        let (etx, events) = mpsc::channel(EVENT_QUEUE);
+        let remote = Arc::clone(&self.remote);
+        // Tracked, so that shutdown waits for the cancellations of dropped calls to go out.
+        let task = self
+            .tracker
+            .spawn(async move { remote.call(call, etx).await });
+        Running { events, task }
+    }
+
+    /// Forward a running call's events until its answer (None: the host cancelled it). With
+    /// `park`, a server request parks the call and the answer is `input_required`.
+    async fn follow(
+        self: &Arc<Self>,
+        id: &str,
+        mut r: Running,
+        token: &CancellationToken,
+        modern_host: bool,
+        park: Option<ParkCtx>,
+    ) -> Option<Outcome> {
+        enum Step {
+            Cancelled,
+            Event(CallEvent),
+            Done(Outcome),
+        }
+        let outcome = loop {
+            let step = tokio::select! {
+                biased;
+                _ = token.cancelled() => Step::Cancelled,
+                Some(ev) = r.events.recv() => Step::Event(ev),
+                o = &mut r.task => Step::Done(o.unwrap_or_else(|e| Outcome::Error(jsonrpc::raw(
+                    &jsonrpc::error_object(code::INTERNAL_ERROR, &format!("internal: {e}"), None),
+                )))),
+            };
+            match step {
+                Step::Cancelled => {
+                    debug!("request {id} cancelled by the host");
+                    return None;
+                }
+                Step::Done(o) => break o,
+                Step::Event(CallEvent::ServerRequest {
+                    id: rid,
+                    method,
+                    params,
+                }) if park.is_some() => {
+                    let Some(p) = park.as_ref() else { continue };
+                    match self.try_park(r, p, (rid, method, params)).await {
+                        Ok(o) => return Some(o),
+                        Err(back) => r = back,
+                    }
+                }
+                Step::Event(ev) => self.forward_call_event(ev, modern_host).await,
+            }
+        };
+        // Events sent before the answer go out before it.
+        while let Ok(ev) = r.events.try_recv() {
+            self.forward_call_event(ev, modern_host).await;
+        }
+        Some(outcome)
+    }
+
+    /// A 2025 remote asked a 2026 host's call for input: park the call and answer the host
+    /// `input_required` (Err gives the call back when nothing could be asked).
+    async fn try_park(
+        self: &Arc<Self>,
+        mut r: Running,
+        p: &ParkCtx,
+        first: (Box<RawValue>, String, Option<Box<RawValue>>),
+    ) -> Result<Outcome, Running> {
+        let mut asked = vec![first];
+        while let Ok(ev) = r.events.try_recv() {
+            match ev {
+                CallEvent::ServerRequest { id, method, params } => asked.push((id, method, params)),
+                ev @ CallEvent::Notification { .. } => self.forward_call_event(ev, true).await,
+            }
+        }
+        let mut waiting = Vec::new();
+        for (rid, method, params) in asked {
+            let declared = mrtr::required_capability(&method, params.as_deref())
+                .is_some_and(|need| mrtr::capability_declared(p.caps.as_deref(), need));
+            if declared {
+                let key = format!("input{}", waiting.len() + 1);
+                waiting.push((key, rid, method, params));
+            } else {
+                info!("the 2025 remote sent {method}, which this 2026 request did not declare");
+                let msg = format!(
+                    "the client did not declare the capability {method} needs in this request"
+                );
+                self.answer_remote_error(rid, code::METHOD_NOT_FOUND, &msg);
+            }
+        }
+        if waiting.is_empty() {
+            return Err(r);
+        }
+        let park_id = p.park_id.unwrap_or_else(|| self.parked.next_id());
+        let round = p.round + 1;
+        let state = self.signer.sign(
+            park_id,
+            round,
+            mrtr::INPUT_TTL,
+            PRINCIPAL,
+            &p.method,
+            &p.digest,
+        );
+        let body = input_required_result(&waiting, &state);
+        let parked = Parked {
+            handle: r,
+            waiting,
+            round,
+            principal: PRINCIPAL.to_owned(),
+            method: p.method.clone(),
+            digest: p.digest.clone(),
+            expires: std::time::Instant::now() + mrtr::INPUT_TTL,
+        };
+        if let Err(back) = self.parked.put(park_id, parked) {
+            for (_, rid, method, _) in back.waiting {
+                let msg = format!("mcp-bridge cannot hold more calls waiting for input ({method})");
+                self.answer_remote_error(rid, code::INTERNAL_ERROR, &msg);
+            }
+            return Err(back.handle);
+        }
+        debug!("{} parked as {park_id} (round {round})", p.method);
+        Ok(Outcome::Result(jsonrpc::raw(&body)))
+    }
+
+    fn answer_remote_error(self: &Arc<Self>, remote_id: Box<RawValue>, c: i64, msg: &str) {
+        let err = jsonrpc::raw(&jsonrpc::error_object(c, msg, None));
+        let remote = Arc::clone(&self.remote);
+        self.tracker.spawn(async move {
+            remote.respond(&remote_id, None, Some(&err)).await;
+        });
+    }
+
+    /// A 2026 host retries a parked call: its answers go to the remote under the remote's
+    /// ids, then the call carries on under the retry's id.
+    async fn resume(
+        self: &Arc<Self>,
+        id: &str,
+        call: Call,
+        state: &str,
+        token: &CancellationToken,
+    ) -> Option<Outcome> {
+        let bad = |msg: String| {
+            Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
+                code::INVALID_PARAMS,
+                &msg,
+                None,
+            ))))
+        };
+        let params = call.params.as_deref();
+        let digest = mrtr::params_digest(params);
+        let claims = match self.signer.verify(state, PRINCIPAL, &call.method, &digest) {
+            Ok(c) => c,
+            Err(e) => return bad(format!("cannot resume: {e}")),
+        };
+        let Some(mut parked) = self.parked.take(claims.park) else {
+            return bad(
+                "cannot resume: the call is no longer waiting (answered already, \
+                        expired, or the bridge restarted)"
+                    .into(),
+            );
+        };
+        if parked.round != claims.round {
+            let _ = self.parked.put(claims.park, parked);
+            return bad("cannot resume: requestState is from an earlier round".into());
+        }
+        let answers = params
+            .and_then(Fields::parse)
+            .and_then(|f| f.get("inputResponses").map(ToOwned::to_owned));
+        let answers = answers.as_deref().and_then(Fields::parse);
+        let mut still = Vec::new();
+        for (key, rid, m, p) in parked.waiting.drain(..) {
+            match answers.as_ref().and_then(|a| a.get(&key)) {
+                Some(v) => self.remote.respond(&rid, Some(v), None).await,
+                None => still.push((key, rid, m, p)),
+            }
+        }
+        let park = ParkCtx {
+            method: call.method.clone(),
+            digest,
+            caps: client_caps(params),
+            round: parked.round,
+            park_id: Some(claims.park),
+        };
+        if !still.is_empty() {
+            // Some answers are missing: ask again for those (a new round, same parked call).
+            let round = parked.round + 1;
+            let st = self.signer.sign(
+                claims.park,
+                round,
+                mrtr::INPUT_TTL,
+                PRINCIPAL,
+                &park.method,
+                &park.digest,
+            );
+            let body = input_required_result(&still, &st);
+            parked.waiting = still;
+            parked.round = round;
+            parked.expires = std::time::Instant::now() + mrtr::INPUT_TTL;
+            if self.parked.put(claims.park, parked).is_err() {
+                return bad("cannot resume: too many calls waiting for input".into());
+            }
+            return Some(Outcome::Result(jsonrpc::raw(&body)));
+        }
+        self.follow(id, parked.handle, token, true, Some(park))
+            .await
+    }
+
+    /// A 2025 host's call to a 2026 remote: `input_required` results become requests to the
+    /// host; the remote is retried with the answers and the exact `requestState`.
+    async fn rounds(
+        self: &Arc<Self>,
+        id: &str,
+        call: Call,
+        token: &CancellationToken,
+    ) -> Option<Outcome> {
+        let base: Value = call
+            .params
+            .as_deref()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_else(|| Value::Object(Default::default()));
+        let mut params = call.params;
+        for round in 0..=MAX_ROUNDS {
+            let r = self.start(Call {
+                method: call.method.clone(),
+                params: params.take(),
+                ctx: call.ctx.clone(),
+            });
+            let outcome = self.follow(id, r, token, false, None).await?;
+            let Outcome::Result(res) = &outcome else {
+                return Some(outcome);
+            };
+            let Some(f) = Fields::parse(res) else {
+                return Some(outcome);
+            };
+            if f.get("resultType").map(RawValue::get) != Some("\"input_required\"") {
+                return Some(outcome);
+            }
+            if round == MAX_ROUNDS {
+                return Some(internal_error(&format!(
+                    "the server asked for input more than {MAX_ROUNDS} times; giving up"
+                )));
+            }
+            let state = f.get("requestState").map(ToOwned::to_owned);
+            let answers = match f.get("inputRequests") {
+                Some(reqs) => match self.ask_host(reqs, token).await {
+                    Ok(a) => a,
+                    Err(o) => return o,
+                },
+                None => serde_json::Map::new(),
+            };
+            // Retry: the original params + inputResponses + the exact requestState, new id.
+            let mut next = base.clone();
+            if let Some(o) = next.as_object_mut() {
+                if !answers.is_empty() {
+                    o.insert("inputResponses".into(), Value::Object(answers));
+                }
+                if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
+                    o.insert("requestState".into(), st);
+                }
+            }
+            params = Some(jsonrpc::raw(&next.to_string()));
+        }
+        None
+    }
+
+    /// Send each input request to the 2025 host and collect its answers (Err: stop with this
+    /// outcome, or with none if the host cancelled the call).
+    async fn ask_host(
+        self: &Arc<Self>,
+        reqs: &RawValue,
+        token: &CancellationToken,
+    ) -> Result<serde_json::Map<String, Value>, Option<Outcome>> {
+        let Some(reqs) = Fields::parse(reqs) else {
+            return Err(Some(internal_error(
+                "the server's inputRequests is not an object",
+            )));
+        };
+        let mut waits = Vec::new();
+        for (key, req) in reqs.0.iter() {
+            let Some(rf) = Fields::parse(req) else {
+                continue;
+            };
+            let Some(m) = rf
+                .get("method")
+                .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
+            else {
+                continue;
+            };
+            let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
+            let ours = format!("\"mcp-bridge:{n}\"");
+            let (tx, rx) = oneshot::channel();
+            lock(&self.input_waits).insert(ours.clone(), tx);
+            debug!("asking the host {m} as {ours} for the 2026 remote");
+            self.send(jsonrpc::request(
+                &ours,
+                &m,
+                rf.get("params").map(RawValue::get),
+            ))
+            .await;
+            waits.push((key.to_string(), ours, rx));
+        }
+        let mut answers = serde_json::Map::new();
+        let mut failed = None;
+        for (key, ours, rx) in waits {
+            if failed.is_some() {
+                lock(&self.input_waits).remove(&ours);
+                continue;
+            }
+            let got = tokio::select! {
+                a = rx => a.ok(),
+                _ = token.cancelled() => None,
+            };
+            lock(&self.input_waits).remove(&ours);
+            match got {
+                Some(Ok(v)) => {
+                    answers.insert(key, serde_json::from_str(v.get()).unwrap_or(Value::Null));
+                }
+                Some(Err(e)) => {
+                    failed = Some(Some(internal_error(&format!(
+                        "the client answered the server's request with an error: {}",
+                        e.get()
+                    ))));
+                }
+                None => failed = Some(None),
+            }
+        }
+        match failed {
+            Some(f) => Err(f),
+            None => Ok(answers),
         }
     }
 
@@ -418,7 +837,17 @@ impl Face {
 
     fn handle_response(self: &Arc<Self>, env: &Envelope<'_>) {
         let Some(id) = env.id else { return };
-        let Some(remote_id) = lock(&self.server_requests).remove(id.get().trim()) else {
+        let id = id.get().trim();
+        let Some(remote_id) = lock(&self.server_requests).remove(id) else {
+            if let Some(tx) = lock(&self.input_waits).remove(id) {
+                let a = match (env.result, env.error) {
+                    (Some(r), _) => Ok(ToOwned::to_owned(r)),
+                    (None, Some(e)) => Err(ToOwned::to_owned(e)),
+                    (None, None) => Err(jsonrpc::raw("null")),
+                };
+                let _ = tx.send(a);
+                return;
+            }
             debug!("a response from the host for an unknown id was dropped");
             return;
         };
@@ -431,6 +860,19 @@ impl Face {
                 .await;
         });
     }
+}
+
+/// The `clientCapabilities` a 2026 request declared in its `_meta`.
+fn client_caps(params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    jsonrpc::meta_field(params, protocol::META_CLIENT_CAPABILITIES).map(ToOwned::to_owned)
+}
+
+fn internal_error(msg: &str) -> Outcome {
+    Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
+        code::INTERNAL_ERROR,
+        msg,
+        None,
+    )))
 }
 
 /// The response frame for an outcome, under the host's id.

@@ -826,9 +826,11 @@ impl Remote {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok());
+        // A 2026 host declares its capabilities per request; the bridge can carry every input
+        // request to it (and refuses, per request, what that request did not declare).
         let mut params = host.unwrap_or_else(|| {
             json!({
-                "capabilities": {},
+                "capabilities": {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}},
                 "clientInfo": {"name": "mcp-bridge", "version": env!("CARGO_PKG_VERSION")},
             })
         });
@@ -1316,12 +1318,9 @@ impl Remote {
                     .and_then(|f| f.get("resultType").map(|v| v.get() == "\"input_required\""))
                     == Some(true)
             {
-                return Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
-                    code::INTERNAL_ERROR,
-                    "the 2026 remote asked for client input (input_required); relaying it to a \
-                     2025 host is not supported yet",
-                    Some(&json!({"reason": "input_required_unsupported"})),
-                )));
+                // Left as it is: the stdio face turns it into requests to the 2025 host and
+                // retries with the answers.
+                return Outcome::Result(ToOwned::to_owned(r));
             }
             if legacy_host {
                 // 2025 hosts do not know `resultType`/`ttlMs`/`cacheScope`.

@@ -30,6 +30,17 @@ impl Log {
     pub fn dump(&self) -> String {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).join("\n")
     }
+    /// `find`, waiting up to 2 s: stderr is read apart from stdout, so a log line written
+    /// before an answer may be seen after it under load.
+    pub fn wait_find(&self, needle: &str) -> Option<String> {
+        for _ in 0..50 {
+            if let Some(l) = self.find(needle) {
+                return Some(l);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(40));
+        }
+        self.find(needle)
+    }
     pub fn find(&self, needle: &str) -> Option<String> {
         self.0
             .lock()

@@ -1,0 +1,178 @@
+//! `mcp-bridge connect` translating server-initiated flows between eras, against
+//! `mcp-bridge serve --demo`:
+//! - a 2026 host and a 2025 remote: the remote's elicitation/sampling requests become
+//!   `input_required`, the host's retry carries the answers back (forged and replayed
+//!   `requestState` get -32602, undeclared capabilities are refused to the remote);
+//! - a 2025 host and a 2026 remote: `input_required` becomes real requests to the host
+//!   (`"mcp-bridge:N"` ids), and the remote is retried with the answers.
+
+mod connect_harness;
+
+use std::time::Duration;
+
+use connect_harness::*;
+use serde_json::{json, Value};
+
+const T: Duration = Duration::from_secs(20);
+
+fn modern_params(tool: &str, args: Value, caps: Value) -> Value {
+    json!({"name": tool, "arguments": args,
+           "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                     "io.modelcontextprotocol/clientCapabilities": caps}})
+}
+
+/// A 2026 host's call that needs input: the `input_required` result, checked, with its
+/// single input request (key, method, params) and state.
+fn input_required(r: &Value) -> (String, String, Value, String) {
+    let res = &r["result"];
+    assert_eq!(res["resultType"], "input_required", "{r}");
+    let reqs = res["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(reqs.len(), 1, "{r}");
+    let (k, v) = reqs.iter().next().unwrap();
+    let state = res["requestState"].as_str().expect("requestState");
+    assert!(state.starts_with("mcpb1."), "{r}");
+    (
+        k.clone(),
+        v["method"].as_str().unwrap_or_default().to_owned(),
+        v["params"].clone(),
+        state.to_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modern_host_answers_a_2025_remote_through_input_required() {
+    let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let mut h = Host::start(&serve.url, &["--protocol", "2025-11-25"]);
+    let caps = json!({"elicitation": {"form": {}}, "sampling": {}});
+
+    // Elicitation.
+    let first = modern_params("elicit", json!({"message": "your name?"}), caps.clone());
+    h.request(json!(1), "tools/call", first.clone());
+    let r = h.response(&json!(1), T);
+    let (key, method, params, state) = input_required(&r);
+    assert_eq!(method, "elicitation/create", "{r}");
+    assert!(params.to_string().contains("your name?"), "{r}");
+    let mut retry = first.clone();
+    retry["inputResponses"] =
+        json!({ key.clone(): {"action": "accept", "content": {"name": "Ada"}} });
+    retry["requestState"] = json!(state);
+    h.request(json!("retry-1"), "tools/call", retry.clone());
+    let done = h.response(&json!("retry-1"), T);
+    assert_eq!(
+        text(&done),
+        r#"elicited: action=accept content={"name":"Ada"}"#,
+        "{done}"
+    );
+    // The same state again: the call is no longer waiting.
+    h.request(json!("replay"), "tools/call", retry);
+    let e = h.response(&json!("replay"), T);
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+
+    // Sampling.
+    let first = modern_params("sample", json!({"prompt": "say hi"}), caps.clone());
+    h.request(json!(2), "tools/call", first.clone());
+    let r = h.response(&json!(2), T);
+    let (key, method, _, state) = input_required(&r);
+    assert_eq!(method, "sampling/createMessage", "{r}");
+    let mut retry = first;
+    retry["inputResponses"] = json!({ key: {"role": "assistant",
+        "content": {"type": "text", "text": "hello"}, "model": "test-model"} });
+    retry["requestState"] = json!(state);
+    h.request(json!(3), "tools/call", retry);
+    assert_eq!(text(&h.response(&json!(3), T)), "sampled: hello");
+
+    // A forged state (ours in shape, not signed by this bridge).
+    let mut forged = modern_params("elicit", json!({"message": "x"}), caps);
+    forged["inputResponses"] = json!({"input1": {"action": "decline"}});
+    forged["requestState"] = json!("mcpb1.1.1.9999999999.AAAA.AAAA");
+    h.request(json!(4), "tools/call", forged);
+    let e = h.response(&json!(4), T);
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+
+    // Undeclared capability: the remote gets -32601, the tool reports the failure.
+    h.request(
+        json!(5),
+        "tools/call",
+        modern_params("sample", json!({"prompt": "p"}), json!({})),
+    );
+    let r = h.response(&json!(5), T);
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    assert!(r["result"].get("inputRequests").is_none(), "{r}");
+
+    h.close_stdin();
+    assert!(h.wait_exit(Duration::from_secs(10)).is_some());
+    h.assert_clean_stdout();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_host_answers_a_2026_remote_as_real_requests() {
+    let serve = Bridge::demo(&["--demo-era", "modern"]).await;
+    let mut h = Host::start(&serve.url, &["--protocol", "2026-07-28"]);
+    h.initialize(
+        "2025-11-25",
+        json!({"elicitation": {"form": {}}, "sampling": {}}),
+    );
+
+    // Elicitation.
+    h.request(
+        json!(1),
+        "tools/call",
+        call_params("elicit", json!({"message": "your name?"})),
+    );
+    let req = h.wait_for("elicitation/create request", T, |m| {
+        m["method"] == "elicitation/create" && m.get("id").is_some()
+    });
+    let rid = req["id"].clone();
+    assert!(
+        rid.as_str().is_some_and(|s| s.starts_with("mcp-bridge:")),
+        "{req}"
+    );
+    assert!(req["params"].to_string().contains("your name?"), "{req}");
+    h.send(&json!({"jsonrpc": "2.0", "id": rid,
+                   "result": {"action": "accept", "content": {"name": "Ada"}}}));
+    let done = h.response(&json!(1), T);
+    assert_eq!(
+        text(&done),
+        r#"elicited: action=accept content={"name":"Ada"}"#,
+        "{done}"
+    );
+    assert!(done["result"].get("resultType").is_none(), "{done}");
+
+    // Sampling.
+    h.request(
+        json!(2),
+        "tools/call",
+        call_params("sample", json!({"prompt": "say hi"})),
+    );
+    let req = h.wait_for("sampling/createMessage request", T, |m| {
+        m["method"] == "sampling/createMessage" && m.get("id").is_some()
+    });
+    let rid2 = req["id"].clone();
+    assert!(
+        rid2.as_str().is_some_and(|s| s.starts_with("mcp-bridge:")) && rid2 != rid,
+        "{req}"
+    );
+    h.send(
+        &json!({"jsonrpc": "2.0", "id": rid2, "result": {"role": "assistant",
+        "content": {"type": "text", "text": "hello"}, "model": "test-model"}}),
+    );
+    assert_eq!(text(&h.response(&json!(2), T)), "sampled: hello");
+
+    // The host answers with an error: the call fails with it, cleanly.
+    h.request(
+        json!(3),
+        "tools/call",
+        call_params("elicit", json!({"message": "again?"})),
+    );
+    let req = h.wait_for("elicitation/create request", T, |m| {
+        m["method"] == "elicitation/create" && m.get("id").is_some()
+    });
+    h.send(&json!({"jsonrpc": "2.0", "id": req["id"],
+                   "error": {"code": -1, "message": "user closed the dialog"}}));
+    let e = h.response(&json!(3), T);
+    assert_eq!(e["error"]["code"], -32603, "{e}");
+
+    h.close_stdin();
+    assert!(h.wait_exit(Duration::from_secs(10)).is_some());
+    h.assert_clean_stdout();
+}
