@@ -9,6 +9,7 @@ use crate::call::CallCtx;
 use crate::face::http::{App, PostCtx};
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::jsonrpc::{self, code, Fields, Kind};
+use crate::mrtr::INPUT_TTL;
 use crate::protocol::{self, Era};
 
 /// Why a 2026 request is rejected before it reaches the upstream.
@@ -282,9 +283,6 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     )
     .await
 }
-
-/// How long a call may wait for its client's input before it is cancelled.
-const INPUT_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
 /// Who the caller is, for binding `requestState`: the authenticated identity, or one shared
 /// "anonymous" principal without authentication (the state is still bound to the arguments).
