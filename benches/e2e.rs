@@ -1124,6 +1124,21 @@ fn print_table(cfg: &Config, rows: &[Row]) {
 
 // ---------------------------------------------------------------------------------------------
 
+/// A CPU-speed reference for comparing runs made at different times on a shared (virtual)
+/// machine: best-of-5 time to `Envelope::parse` a 64 KB frame, in µs.
+fn calibration_us() -> f64 {
+    let frame = request_body(1, &echo_text(64 * 1024));
+    (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..200 {
+                std::hint::black_box(Envelope::parse(std::hint::black_box(&frame)).is_ok());
+            }
+            t.elapsed().as_secs_f64() * 1e6 / 200.0
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if args.iter().any(|a| a == MINI_CHILD_ARG) {
@@ -1135,6 +1150,7 @@ fn main() {
     if !bench {
         println!("e2e: smoke run (use `cargo bench --bench e2e` for the benchmark)");
     }
+    let calib_before = calibration_us();
     let mut rows: Vec<Row> = Vec::new();
     for child in &cfg.children {
         for cell in &cfg.cells {
@@ -1190,6 +1206,11 @@ fn main() {
         }
     }
     print_table(&cfg, &rows);
+    println!(
+        "CPU-speed reference (Envelope::parse of a 64 KB frame, best of 5x200; lower is faster): {:.1} µs before, {:.1} µs after",
+        calib_before,
+        calibration_us()
+    );
     let errors: u64 = rows
         .iter()
         .flat_map(|r| r.samples.iter())
