@@ -10,9 +10,8 @@ use tokio_util::task::TaskTracker;
 use tracing::info;
 
 use crate::face::http::{self, App, HttpConfig};
-use crate::face::session::Sessions;
 use crate::metrics::Metrics;
-use crate::upstream::child::{ChildConfig, ChildUpstream};
+use crate::upstream::child::ChildConfig;
 
 /// Run `serve` on `listener` until `shutdown` is cancelled.
 pub async fn run_serve(
@@ -47,27 +46,16 @@ pub async fn run_serve_with(
     let tracker = TaskTracker::new();
     let children = CancellationToken::new();
     let stopping = CancellationToken::new();
-    let upstream = ChildUpstream::spawn(
-        child.clone(),
-        None,
-        metrics.clone(),
-        children.child_token(),
-        &tracker,
-    );
-    let app = Arc::new(App {
-        server: Arc::from(child.name.as_str()),
+    let name = child.name.clone();
+    let app = App::start(
+        &name,
         cfg,
-        upstream,
-        child_cfg: child,
-        sessions: Sessions::default(),
+        child,
         metrics,
-        stopping: stopping.clone(),
-        children: children.clone(),
-        tracker: tracker.clone(),
-        parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
-        signer: Arc::new(crate::mrtr::StateSigner::new()),
-        resource_subs: Arc::default(),
-    });
+        stopping.clone(),
+        children.clone(),
+        tracker.clone(),
+    );
     let face = tokio::spawn(http::serve(listener, app.clone(), grace));
     shutdown.cancelled().await;
     info!(

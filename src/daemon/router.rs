@@ -26,9 +26,7 @@ use crate::auth::WELL_KNOWN;
 use crate::config::{server_path, ServerSpec};
 use crate::face::http::{self, App, HttpConfig};
 use crate::face::respond::{self, status_only, Body};
-use crate::face::session::Sessions;
 use crate::metrics::Metrics;
-use crate::upstream::child::ChildUpstream;
 
 /// One running named server.
 pub struct ServerRt {
@@ -66,27 +64,15 @@ impl ServerRt {
         let tracker = TaskTracker::new();
         let children = CancellationToken::new();
         let child = spec.child_config();
-        let upstream = ChildUpstream::spawn(
-            child.clone(),
-            None,
-            metrics.clone(),
-            children.child_token(),
-            &tracker,
-        );
-        let app = Arc::new(App {
-            server: Arc::from(spec.name.as_str()),
+        let app = App::start(
+            &spec.name,
             cfg,
-            upstream,
-            child_cfg: child,
-            sessions: Sessions::default(),
+            child,
             metrics,
-            stopping: CancellationToken::new(),
+            CancellationToken::new(),
             children,
             tracker,
-            parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
-            signer: Arc::new(crate::mrtr::StateSigner::new()),
-            resource_subs: Arc::default(),
-        });
+        );
         http::spawn_sweeper(&app);
         Arc::new(ServerRt {
             spec,

@@ -76,6 +76,42 @@ pub struct App {
     pub resource_subs: Arc<crate::face::listen::ResourceSubs>,
 }
 
+impl App {
+    /// An app for one server: spawns its shared child on `tracker`; the child stops when
+    /// `children` is cancelled.
+    pub fn start(
+        name: &str,
+        cfg: HttpConfig,
+        child: ChildConfig,
+        metrics: Arc<Metrics>,
+        stopping: CancellationToken,
+        children: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Arc<App> {
+        let upstream = ChildUpstream::spawn(
+            child.clone(),
+            None,
+            metrics.clone(),
+            children.child_token(),
+            &tracker,
+        );
+        Arc::new(App {
+            server: Arc::from(name),
+            cfg,
+            upstream,
+            child_cfg: child,
+            sessions: Sessions::default(),
+            metrics,
+            stopping,
+            children,
+            tracker,
+            parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
+            signer: Arc::new(crate::mrtr::StateSigner::new()),
+            resource_subs: Arc::default(),
+        })
+    }
+}
+
 const ROUTE_MCP: &str = "mcp";
 const ROUTE_HEALTH: &str = "health";
 const ROUTE_OTHER: &str = "other";
