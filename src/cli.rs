@@ -276,7 +276,7 @@ impl ServeArgs {
             max_sessions: self.max_sessions.max(1),
             isolation_session: self.isolation == Isolation::Session,
             keepalive: self.keepalive.max(Duration::from_millis(100)),
-            auth: None,
+            auth: Default::default(),
             tls: None,
             metrics_on_main: self.metrics_on_main,
         };

@@ -339,7 +339,7 @@ impl ServerSpec {
             max_sessions: self.limits.max_sessions,
             isolation_session: self.isolation == Isolation::Session,
             keepalive: self.limits.keepalive,
-            auth: None,
+            auth: Default::default(),
             tls: None,
             metrics_on_main: false,
         }
@@ -351,11 +351,12 @@ impl Plan {
         self.servers.iter().find(|s| s.name == name)
     }
 
-    /// Settings that only a restart can change (listeners, TLS, auth, metrics); a reload that
-    /// changes them warns and keeps the running ones.
-    pub fn same_globals(&self, other: &Plan) -> bool {
+    /// Settings that only a restart can change (listeners, TLS paths, public URL, metrics); a
+    /// reload that changes them warns and keeps the running ones. Auth settings reload.
+    pub fn same_restart_settings(&self, other: &Plan) -> bool {
         self.listen == other.listen
-            && self.auth == other.auth
+            && self.auth.tls_cert == other.auth.tls_cert
+            && self.auth.tls_key == other.auth.tls_key
             && self.public_url == other.public_url
             && self.metrics_listen == other.metrics_listen
             && self.metrics_on_main == other.metrics_on_main

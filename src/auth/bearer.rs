@@ -76,6 +76,11 @@ impl TokenSet {
         Ok(())
     }
 
+    /// Add every token of `other`.
+    pub fn extend(&mut self, other: &TokenSet) {
+        self.entries.extend(other.entries.iter().cloned());
+    }
+
     /// The name of the matching token, if any. Every entry is compared (no early exit).
     pub fn verify(&self, token: &str) -> Option<Arc<str>> {
         let d: [u8; 32] = Sha256::digest(token.as_bytes()).into();

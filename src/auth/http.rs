@@ -67,10 +67,10 @@ pub async fn front<B>(
             return Front::Respond(r);
         }
     }
-    let Some(auth) = cfg.auth.as_ref() else {
+    let Some(auth) = cfg.auth.current() else {
         return Front::Pass(None);
     };
-    let result = check(auth, req).await;
+    let result = check(&auth, req).await;
     // Whatever happened, the credential goes no further than this function.
     req.headers_mut().remove(header::AUTHORIZATION);
     match result {
@@ -81,7 +81,7 @@ pub async fn front<B>(
         Err(r) => {
             metrics.auth_failure(r.reason);
             debug!(reason = r.reason, "request refused: {}", r.description);
-            Front::Respond(refuse(auth, &r))
+            Front::Respond(refuse(&auth, &r))
         }
     }
 }
@@ -181,7 +181,8 @@ fn refuse(auth: &Auth, r: &Refusal) -> Response<Body> {
 /// The metadata document at `/.well-known/oauth-protected-resource` and its path-inserted form.
 fn metadata(cfg: &HttpConfig, method: &Method, path: &str) -> Option<Response<Body>> {
     let rest = path.strip_prefix(WELL_KNOWN)?;
-    let m = cfg.auth.as_ref().and_then(|a| a.metadata.as_ref())?;
+    let auth = cfg.auth.current()?;
+    let m = auth.metadata.as_ref()?;
     if !(rest.is_empty() || rest == "/" || rest == cfg.path || rest == m.resource_path) {
         return None;
     }

@@ -202,10 +202,11 @@ impl Verifier {
     /// First load, then background refresh. A JWKS file that cannot be used is a start-up
     /// error; an unreachable JWKS URL is not (the authorization server may start later):
     /// tokens are refused until the keys arrive.
-    pub async fn start(self: &Arc<Self>) -> Result<(), String> {
+    pub async fn start(self: &Arc<Self>, strict: bool) -> Result<(), String> {
         let first = self.refresh().await;
         match (&first, &self.cfg.source) {
             (Err(e), Source::File(p)) => return Err(format!("--jwks-file {}: {e}", p.display())),
+            (Err(e), Source::Url(_)) if strict => return Err(format!("JWKS: {e}")),
             (Err(e), Source::Url(_)) => {
                 warn!("JWKS not loaded yet ({e}); retrying in the background")
             }

@@ -100,12 +100,55 @@ pub struct Prepared {
     /// The tokens that came from `--token-env` (kept across token-file reloads).
     env_tokens: bearer::TokenSet,
     tls: Option<Arc<tls::Tls>>,
+    /// A JWKS that cannot be loaded is an error (reloads: the running keys stay in force
+    /// instead of an endpoint that refuses every token).
+    strict_keys: bool,
 }
 
 /// Check the flags and read what must be read before binding. Runs before the runtime starts
 /// (single-threaded), so the token variable can be removed from the environment here: with
 /// `--pass-environment` the child would otherwise inherit it.
 pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
+    prepare_with(args, host, None)
+}
+
+impl Prepared {
+    /// The same step for a configuration reload (SIGHUP), with the runtime running: token and
+    /// JWKS files are read again and new settings checked, while what cannot change without a
+    /// restart is carried over — the certificate (same paths; it reloads itself) and the
+    /// `--token-env` tokens (the variable was removed from the environment at start, and
+    /// editing the environment of a multi-threaded process is not sound).
+    pub fn reconfigure(&self, args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
+        if args.tls_cert != self.args.tls_cert || args.tls_key != self.args.tls_key {
+            return Err("TLS certificate/key paths change only on restart".into());
+        }
+        if args.token_env.is_some() && args.token_env != self.args.token_env {
+            return Err("token_env changes only on restart (the variable is read once)".into());
+        }
+        let mut args = args.clone();
+        // Certificates: keep the running (self-reloading) ones instead of loading them again.
+        let (cert, key) = (args.tls_cert.take(), args.tls_key.take());
+        let mut p = prepare_with(&args, host, Some(&self.env_tokens))?;
+        p.args.tls_cert = cert;
+        p.args.tls_key = key;
+        p.tls = self.tls.clone();
+        p.strict_keys = true;
+        Ok(p)
+    }
+
+    /// The settings it was prepared from.
+    pub fn args(&self) -> &AuthArgs {
+        &self.args
+    }
+}
+
+/// `prepare`, with the `--token-env` tokens taken from `env_tokens` when given instead of the
+/// environment.
+fn prepare_with(
+    args: &AuthArgs,
+    host: IpAddr,
+    env_tokens_known: Option<&bearer::TokenSet>,
+) -> Result<Prepared, String> {
     let a = args.clone();
     let bearer_flags = a.token_file.is_some() || a.token_env.is_some();
     let jwt_flags = a.jwks_url.is_some() || a.jwks_file.is_some() || a.issuer.is_some();
@@ -156,7 +199,10 @@ pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
             set.add_lines(&text, None)
                 .map_err(|e| format!("--token-file {}: {e}", p.display()))?;
         }
-        if let Some(var) = &a.token_env {
+        if let (Some(_), Some(known)) = (&a.token_env, env_tokens_known) {
+            set.extend(known);
+            env_tokens = known.clone();
+        } else if let Some(var) = &a.token_env {
             let v = std::env::var(var)
                 .map_err(|_| format!("--token-env {var}: variable not set or not UTF-8"))?;
             set.add_lines(&v.replace(',', "\n"), Some("env"))
@@ -184,6 +230,7 @@ pub fn prepare(args: &AuthArgs, host: IpAddr) -> Result<Prepared, String> {
         tokens,
         env_tokens,
         tls,
+        strict_keys: false,
     })
 }
 
@@ -200,6 +247,7 @@ impl Prepared {
             tokens: self.tokens.clone(),
             env_tokens: self.env_tokens.clone(),
             tls: self.tls.clone(),
+            strict_keys: self.strict_keys,
         }
     }
 
@@ -218,16 +266,26 @@ impl Prepared {
         mut http: HttpConfig,
         bound: SocketAddr,
     ) -> Result<HttpConfig, String> {
-        let a = &self.args;
         if let Some(t) = &self.tls {
             t.spawn_reloader();
         }
         http.tls = self.tls.clone();
+        http.auth = AuthSlot::new(self.build_auth(&http.path, bound).await?);
+        Ok(http)
+    }
+
+    /// The endpoint's token check for the MCP endpoint at `path` (none when `--auth none`).
+    pub async fn build_auth(
+        &self,
+        path: &str,
+        bound: SocketAddr,
+    ) -> Result<Option<Arc<Auth>>, String> {
+        let a = &self.args;
         if a.auth == AuthMode::None {
             if !a.authorization_server.is_empty() || !a.required_scope.is_empty() {
                 warn!("--authorization-server/--required-scope have no effect without --auth");
             }
-            return Ok(http);
+            return Ok(None);
         }
         let resource = match &a.resource_url {
             Some(u) => canonical(u)?,
@@ -245,7 +303,7 @@ impl Prepared {
                     IpAddr::V6(v6) => format!("[{v6}]"),
                     IpAddr::V4(v4) => v4.to_string(),
                 };
-                format!("{}://{host}:{}{}", self.scheme(), bound.port(), http.path)
+                format!("{}://{host}:{}{path}", self.scheme(), bound.port())
             }
         };
         let mut servers = a.authorization_server.clone();
@@ -263,10 +321,10 @@ impl Prepared {
             warn!("no --authorization-server or --issuer: protected-resource metadata is not published");
         }
         let check = match a.auth {
-            AuthMode::Bearer => match self.tokens {
+            AuthMode::Bearer => match &self.tokens {
                 Some(t) => {
                     let live = Arc::new(bearer::LiveTokens::new(
-                        t,
+                        t.clone(),
                         a.token_file.clone(),
                         self.env_tokens.clone(),
                     ));
@@ -292,10 +350,10 @@ impl Prepared {
                     audiences,
                     leeway: LEEWAY_SECS,
                 });
-                v.start().await?;
+                v.start(self.strict_keys).await?;
                 Check::Jwt(v)
             }
-            AuthMode::None => return Ok(http),
+            AuthMode::None => return Ok(None),
         };
         info!(
             mode = ?a.auth,
@@ -303,13 +361,12 @@ impl Prepared {
             metadata = metadata.as_ref().map(|m| m.url.as_str()).unwrap_or("none"),
             "authentication required on the MCP endpoint"
         );
-        http.auth = Some(Arc::new(Auth {
+        Ok(Some(Arc::new(Auth {
             check,
             resource,
             metadata,
             scopes: a.required_scope.clone(),
-        }));
-        Ok(http)
+        })))
     }
 }
 
@@ -365,6 +422,37 @@ impl Metadata {
             resource_path: path,
             body: Bytes::from(doc.to_string()),
         })
+    }
+}
+
+/// An endpoint's authentication, replaceable while it serves: requests load the current one
+/// (lock-free), a daemon reload stores a new one. Empty = open endpoint.
+#[derive(Clone, Default)]
+pub struct AuthSlot(Arc<arc_swap::ArcSwapOption<Auth>>);
+
+impl AuthSlot {
+    pub fn new(auth: Option<Arc<Auth>>) -> Self {
+        AuthSlot(Arc::new(arc_swap::ArcSwapOption::new(auth)))
+    }
+    /// The authentication in force now.
+    pub fn current(&self) -> Option<Arc<Auth>> {
+        self.0.load_full()
+    }
+    /// Replace it; requests already past the check keep what they were checked with.
+    pub fn replace(&self, auth: Option<Arc<Auth>>) {
+        self.0.store(auth);
+    }
+    pub fn is_set(&self) -> bool {
+        self.0.load().is_some()
+    }
+}
+
+impl std::fmt::Debug for AuthSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &*self.0.load() {
+            Some(a) => a.fmt(f),
+            None => f.write_str("open"),
+        }
     }
 }
 
@@ -433,6 +521,16 @@ impl Refusal {
 pub const DEMAND_REFRESH_WAIT: Duration = Duration::from_secs(5);
 
 impl Auth {
+    /// Fetch (or re-read) the JWKS now; the old keys stay if that fails. No-op for bearer.
+    pub async fn refresh_keys(&self) {
+        if let Check::Jwt(v) = &self.check {
+            match v.refresh().await {
+                Ok(n) => info!(keys = n, "JWKS reloaded (SIGHUP)"),
+                Err(e) => warn!("JWKS reload failed; keeping the previous keys: {e}"),
+            }
+        }
+    }
+
     /// Check one presented token (already taken out of the `Authorization` header).
     pub async fn verify(&self, token: &str) -> Result<Caller, Refusal> {
         match &self.check {

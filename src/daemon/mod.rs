@@ -2,8 +2,9 @@
 //! set of listeners ([`router`]), listeners bound from the file or adopted from systemd
 //! (`LISTEN_FDS`), the readiness protocol ([`notify`]), and SIGHUP reload: added servers start,
 //! removed ones drain and stop, changed ones restart (the new child starts before the old one
-//! drains), unchanged ones are not touched; a configuration that does not load is rejected
-//! with a log line and the running one stays.
+//! drains), unchanged ones are not touched; auth settings are rebuilt and swapped into every
+//! running face (`auth::AuthSlot`), or — unchanged — JWKS keys are fetched again; a
+//! configuration that does not load is rejected with a log line and the running one stays.
 //!
 //! The single-server `serve -- CMD` path (`app::run_serve`) does not come through here.
 
@@ -156,7 +157,7 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         sources,
         args,
         given,
-        security,
+        security: Mutex::new(Arc::new(security)),
         metrics: Arc::new(Metrics::new()),
         bound: Vec::new(),
         loopback: true,
@@ -173,8 +174,9 @@ struct Daemon {
     sources: Sources,
     args: ServeArgs,
     given: Given,
-    /// Auth and TLS as started; every server's face gets a copy.
-    security: Prepared,
+    /// Auth and TLS in force; every server's face gets a copy. Replaced by a reload that
+    /// changes the auth settings (the certificate object stays: it reloads itself).
+    security: Mutex<Arc<Prepared>>,
     metrics: Arc<Metrics>,
     bound: Vec<SocketAddr>,
     loopback: bool,
@@ -192,23 +194,42 @@ impl Daemon {
         self.plan.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Start one server's child and face.
-    async fn start_server(&self, spec: &ServerSpec, plan: &Plan) -> Result<Arc<ServerRt>, String> {
-        let mut http = spec.http_config(&plan.allow_origins, self.loopback);
-        http.metrics_on_main = plan.metrics_on_main;
+    fn security(&self) -> Arc<Prepared> {
+        self.security
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The address whose port goes into default canonical URLs.
+    fn first_bound(&self) -> SocketAddr {
+        self.bound
+            .first()
+            .copied()
+            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// A server's endpoint as far as auth goes: its canonical URL when `public_url` is set.
+    fn endpoint(&self, security: &Prepared, spec: &ServerSpec, plan: &Plan) -> Prepared {
         let resource = plan
             .public_url
             .as_ref()
             .map(|u| format!("{}{}", u.trim_end_matches('/'), spec.path()));
-        let bound = self
-            .bound
-            .first()
-            .copied()
-            .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)));
+        security.for_endpoint(resource)
+    }
+
+    /// Start one server's child and face.
+    async fn start_server(
+        &self,
+        spec: &ServerSpec,
+        plan: &Plan,
+        security: &Prepared,
+    ) -> Result<Arc<ServerRt>, String> {
+        let mut http = spec.http_config(&plan.allow_origins, self.loopback);
+        http.metrics_on_main = plan.metrics_on_main;
         let http = self
-            .security
-            .for_endpoint(resource)
-            .finish(http, bound)
+            .endpoint(security, spec, plan)
+            .finish(http, self.first_bound())
             .await
             .map_err(|e| format!("server {:?}: {e}", spec.name))?;
         Ok(ServerRt::start(
@@ -243,18 +264,62 @@ impl Daemon {
                 return;
             }
         };
-        if !new.same_globals(&old) {
+        if !new.same_restart_settings(&old) {
             warn!(
-                "listen addresses, TLS, auth and metrics settings change only on restart; \
-                 keeping the running ones (certificates themselves reload on SIGHUP)"
+                "listen addresses, TLS paths, public_url and metrics settings change only on \
+                 restart; keeping the running ones (certificates themselves reload on SIGHUP)"
             );
             new.listen = old.listen.clone();
-            new.auth = old.auth.clone();
+            new.auth.tls_cert = old.auth.tls_cert.clone();
+            new.auth.tls_key = old.auth.tls_key.clone();
             new.public_url = old.public_url.clone();
             new.metrics_listen = old.metrics_listen;
             new.metrics_on_main = old.metrics_on_main;
         }
+        let running_security = self.security();
+        let auth_changed = new.auth != old.auth;
+        let security = if auth_changed {
+            match running_security.reconfigure(&new.auth, auth_host(&self.bound)) {
+                Ok(p) => Arc::new(p),
+                Err(e) => {
+                    warn!("configuration reload rejected; the running configuration stays: {e}");
+                    notify::ready(&self.status());
+                    return;
+                }
+            }
+        } else {
+            running_security.clone()
+        };
         let current = self.router.current();
+        // New auth for the servers that keep running: built before anything changes, so a
+        // JWKS that cannot be loaded rejects the whole reload.
+        let mut new_auth = Vec::new();
+        if auth_changed {
+            for spec in &new.servers {
+                let Some(rt) = current.servers.get(&spec.name) else {
+                    continue;
+                };
+                if rt.spec != *spec || rt.origins != new.allow_origins {
+                    continue;
+                }
+                match self
+                    .endpoint(&security, spec, &new)
+                    .build_auth(&rt.app.cfg.path, self.first_bound())
+                    .await
+                {
+                    Ok(a) => new_auth.push((rt.clone(), a)),
+                    Err(e) => {
+                        warn!(
+                            "configuration reload rejected; the running configuration stays: \
+                             server {:?}: {e}",
+                            spec.name
+                        );
+                        notify::ready(&self.status());
+                        return;
+                    }
+                }
+            }
+        }
         let mut servers = BTreeMap::new();
         let (mut added, mut restarted, mut unchanged) = (Vec::new(), Vec::new(), 0usize);
         let mut retired: Vec<Arc<ServerRt>> = Vec::new();
@@ -267,7 +332,7 @@ impl Daemon {
                     continue;
                 }
             }
-            match self.start_server(spec, &new).await {
+            match self.start_server(spec, &new, &security).await {
                 Ok(rt) => {
                     servers.insert(spec.name.clone(), rt);
                     match old_rt {
@@ -304,6 +369,21 @@ impl Daemon {
             servers,
             default: new.default_server.clone(),
         });
+        for (rt, auth) in new_auth {
+            rt.app.cfg.auth.replace(auth);
+        }
+        if auth_changed {
+            info!("authentication settings reloaded");
+            *self.security.lock().unwrap_or_else(|p| p.into_inner()) = security;
+        } else {
+            // Same settings: fetch the JWKS again now (keys rotated by the issuer, or an
+            // edited JWKS file). Bearer token files re-read themselves on SIGHUP.
+            for rt in self.router.current().servers.values() {
+                if let Some(a) = rt.app.cfg.auth.current() {
+                    a.refresh_keys().await;
+                }
+            }
+        }
         *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = new;
         for rt in retired {
             let hurry = self.hurry.clone();
@@ -390,7 +470,7 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
     }
     let mut servers = BTreeMap::new();
     for spec in &plan.servers {
-        match d.start_server(spec, &plan).await {
+        match d.start_server(spec, &plan, &d.security()).await {
             Ok(rt) => {
                 servers.insert(spec.name.clone(), rt);
             }
@@ -407,7 +487,7 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
         servers,
         default: plan.default_server.clone(),
     });
-    let scheme = d.security.scheme();
+    let scheme = d.security().scheme();
     let tls = d
         .router
         .current()

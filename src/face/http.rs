@@ -49,7 +49,7 @@ pub struct HttpConfig {
     pub isolation_session: bool,
     pub keepalive: Duration,
     /// Authentication on the MCP endpoint (none: open).
-    pub auth: Option<Arc<crate::auth::Auth>>,
+    pub auth: crate::auth::AuthSlot,
     /// TLS termination (none: plain HTTP).
     pub tls: Option<Arc<crate::auth::tls::Tls>>,
     /// Also serve `/metrics` on this listener (behind the same guards).
