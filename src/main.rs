@@ -186,14 +186,14 @@ async fn signals(shutdown: CancellationToken) {
         return;
     };
     // SIGHUP must never kill a daemon: the modules that can reload (certificates, token
-    // files) listen for it themselves; here it is only acknowledged.
+    // files, the JWKS) listen for it themselves; here it is only acknowledged.
     let mut hup = signal(SignalKind::hangup()).ok();
     loop {
         tokio::select! {
             _ = term.recv() => { info!("SIGTERM received"); break }
             _ = int.recv() => { info!("SIGINT received"); break }
             _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => {
-                info!("SIGHUP received: reloading what can be reloaded (certificates, token files)");
+                info!("SIGHUP received: reloading what can be reloaded (certificates, token files, JWKS)");
             }
         }
     }

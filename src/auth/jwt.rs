@@ -219,10 +219,20 @@ impl Verifier {
             Duration::from_secs(1)
         };
         tokio::spawn(async move {
+            use tokio::signal::unix::{signal, SignalKind};
+            // SIGHUP fetches (or re-reads) the JWKS at once: a rotated key or an edited file.
+            let mut hup = signal(SignalKind::hangup()).ok();
             loop {
-                tokio::time::sleep(delay).await;
+                let hupped = tokio::select! {
+                    _ = tokio::time::sleep(delay) => false,
+                    Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
+                };
                 let Some(v) = me.upgrade() else { break };
                 delay = match v.refresh().await {
+                    Ok(n) if hupped => {
+                        info!(keys = n, "JWKS reloaded (SIGHUP)");
+                        REFRESH_EVERY
+                    }
                     Ok(n) => {
                         debug!(keys = n, "JWKS refreshed");
                         REFRESH_EVERY

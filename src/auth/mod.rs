@@ -521,16 +521,6 @@ impl Refusal {
 pub const DEMAND_REFRESH_WAIT: Duration = Duration::from_secs(5);
 
 impl Auth {
-    /// Fetch (or re-read) the JWKS now; the old keys stay if that fails. No-op for bearer.
-    pub async fn refresh_keys(&self) {
-        if let Check::Jwt(v) = &self.check {
-            match v.refresh().await {
-                Ok(n) => info!(keys = n, "JWKS reloaded (SIGHUP)"),
-                Err(e) => warn!("JWKS reload failed; keeping the previous keys: {e}"),
-            }
-        }
-    }
-
     /// Check one presented token (already taken out of the `Authorization` header).
     pub async fn verify(&self, token: &str) -> Result<Caller, Refusal> {
         match &self.check {

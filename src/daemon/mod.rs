@@ -3,7 +3,7 @@
 //! (`LISTEN_FDS`), the readiness protocol ([`notify`]), and SIGHUP reload: added servers start,
 //! removed ones drain and stop, changed ones restart (the new child starts before the old one
 //! drains), unchanged ones are not touched; auth settings are rebuilt and swapped into every
-//! running face (`auth::AuthSlot`), or — unchanged — JWKS keys are fetched again; a
+//! running face (`auth::AuthSlot`) (unchanged ones re-read token files and JWKS on their own); a
 //! configuration that does not load is rejected with a log line and the running one stays.
 //!
 //! The single-server `serve -- CMD` path (`app::run_serve`) does not come through here.
@@ -375,15 +375,8 @@ impl Daemon {
         if auth_changed {
             info!("authentication settings reloaded");
             *self.security.lock().unwrap_or_else(|p| p.into_inner()) = security;
-        } else {
-            // Same settings: fetch the JWKS again now (keys rotated by the issuer, or an
-            // edited JWKS file). Bearer token files re-read themselves on SIGHUP.
-            for rt in self.router.current().servers.values() {
-                if let Some(a) = rt.app.cfg.auth.current() {
-                    a.refresh_keys().await;
-                }
-            }
         }
+        // Unchanged settings: token files and the JWKS re-read themselves on SIGHUP.
         *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = new;
         for rt in retired {
             let hurry = self.hurry.clone();
