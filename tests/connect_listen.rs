@@ -392,3 +392,36 @@ async fn legacy_host_log_level_reaches_a_2026_remote() {
     assert!(h.wait_exit(Duration::from_secs(10)).is_some());
     h.assert_clean_stdout();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_hosts_listen_is_reopened_when_the_remote_restarts() {
+    const ACKED: &str = "the listen held on the remote for the 2025 host is acknowledged";
+    let serve = Bridge::demo(&["--demo-era", "modern"]).await;
+    let port = serve.addr.port().to_string();
+    let mut h = Host::start(&serve.url, &["--protocol", "2026-07-28"]);
+    h.initialize("2025-11-25", json!({}));
+    wait_log(&h, ACKED);
+
+    // The remote goes away (its listen stream ends) and comes back on the same port.
+    drop(serve);
+    wait_log(&h, "re-opening in");
+    let _serve = Bridge::serve(&["--demo", "--demo-era", "modern", "--port", &port]).await;
+    let until = Instant::now() + T;
+    while h.log.dump().matches(ACKED).count() < 2 {
+        assert!(
+            Instant::now() < until,
+            "the listen was not re-opened; log:\n{}",
+            h.log.dump()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(notify(&mut h, json!(1), "tools", false), "ok");
+    let n = h.wait_for("tools change", T, |m| {
+        m["method"] == "notifications/tools/list_changed"
+    });
+    assert_eq!(n, note("notifications/tools/list_changed", json!({})));
+
+    h.close_stdin();
+    assert!(h.wait_exit(Duration::from_secs(10)).is_some());
+    h.assert_clean_stdout();
+}

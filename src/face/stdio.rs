@@ -153,6 +153,8 @@ struct Held {
     resubscribe: Notify,
     /// Acknowledgements received so far.
     acks: watch::Sender<u64>,
+    /// The remote does not know `subscriptions/listen`: nothing to wait for.
+    unsupported: AtomicBool,
 }
 
 /// Most resources a 2025 host may subscribe to.
@@ -214,6 +216,7 @@ pub async fn serve<R, W>(
             uris: Mutex::new(BTreeSet::new()),
             resubscribe: Notify::new(),
             acks: watch::Sender::new(0),
+            unsupported: AtomicBool::new(false),
         },
         stopping: CancellationToken::new(),
         server_requests: Mutex::new(HashMap::new()),
@@ -422,6 +425,7 @@ impl Face {
             }
         };
         let token = CancellationToken::new();
+        let listen = modern && method == "subscriptions/listen";
         {
             let mut inflight = lock(&self.inflight);
             if inflight.contains_key(&id) {
@@ -442,8 +446,9 @@ impl Face {
                 id.clone(),
                 Inflight {
                     token: token.clone(),
-                    log_rank: Who::of(&ctx).log_rank,
-                    listen: modern && method == "subscriptions/listen",
+                    // Never log messages on a listen.
+                    log_rank: Who::of(&ctx).log_rank.filter(|_| !listen),
+                    listen,
                 },
             );
         }
@@ -1108,7 +1113,9 @@ impl Face {
             if self.ensure_held() {
                 self.held.resubscribe.notify_one();
             }
-            let _ = tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
+            if !self.held.unsupported.load(Ordering::Acquire) {
+                let _ = tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
+            }
         }
         empty()
     }
@@ -1172,6 +1179,15 @@ impl Face {
             while let Ok(ev) = r.events.try_recv() {
                 self.held_event(ev, &mut acked).await;
             }
+            if let Ok(Outcome::Error(e)) = &o {
+                if protocol::error_code(e) == Some(code::METHOD_NOT_FOUND) {
+                    warn!("the remote does not support subscriptions/listen: no notifications for the host");
+                    self.held.unsupported.store(true, Ordering::Release);
+                    // Wake whoever waits for an acknowledgement: none will come.
+                    self.held.acks.send_modify(|n| *n += 1);
+                    return;
+                }
+            }
             let why = match o {
                 Ok(Outcome::Result(_)) => "the remote ended it".to_owned(),
                 Ok(Outcome::Error(e)) => format!("error {}", e.get()),
@@ -1199,6 +1215,7 @@ impl Face {
                 if method == "notifications/subscriptions/acknowledged" =>
             {
                 *acked = true;
+                info!("the listen held on the remote for the 2025 host is acknowledged");
                 self.held.acks.send_modify(|n| *n += 1);
             }
             CallEvent::Notification { method, params } => {

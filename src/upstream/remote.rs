@@ -4,7 +4,10 @@
 //! and 2025 server requests become `CallEvent`s), keeps a 2025 session (re-initialise on 404,
 //! GET stream, `Last-Event-ID` resumption, DELETE at the end), sends the 2026 mirror headers
 //! (`Mcp-Param-*` from the tool list), and turns every transport fault into a JSON-RPC error for
-//! the call it hit.
+//! the call it hit. For the face's translations across eras it tells the remote's era and
+//! capabilities, whether the 2025 GET stream is open (a listen is acknowledged once it is), and
+//! keeps a 2025 session's log level (lowered with `logging/setLevel` once per change for 2026
+//! hosts). A `subscriptions/listen` is exempt from `--request-timeout`.
 //!
 //! Cancellation is by drop: dropping a `call` future drops its response stream (the 2026
 //! cancellation) and, for a 2025 remote, posts `notifications/cancelled` with the remote-side id.
