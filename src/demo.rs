@@ -845,6 +845,8 @@ struct LegacySession {
     version: String,
     client_caps: Value,
     log_level: Option<Level>,
+    /// Resources the client subscribed to (`resources/subscribe`).
+    subscriptions: std::collections::BTreeSet<String>,
 }
 
 struct InFlight {
@@ -862,6 +864,8 @@ struct ListenFilter {
 struct Listen {
     id: Box<RawValue>,
     filter: ListenFilter,
+    /// Honoured `resourceSubscriptions`.
+    uris: Vec<String>,
 }
 
 enum ClientReply {
@@ -958,6 +962,7 @@ impl Shared {
                 version: LATEST_LEGACY.to_owned(),
                 client_caps: Value::Null,
                 log_level: None,
+                subscriptions: std::collections::BTreeSet::new(),
             }),
             inflight: Mutex::new(HashMap::new()),
             listens: Mutex::new(HashMap::new()),
@@ -1296,10 +1301,19 @@ impl Shared {
                 req.reply(&json!({}), EX_NONE)
             }
             "resources/subscribe" | "resources/unsubscribe" if !modern => {
-                req.params
+                let uri = req
+                    .params
                     .uri
                     .and_then(raw_str)
                     .ok_or_else(|| RpcError::invalid_params("missing uri"))?;
+                {
+                    let mut s = lock(&self.legacy);
+                    if req.method == "resources/subscribe" {
+                        s.subscriptions.insert(uri.into_owned());
+                    } else {
+                        s.subscriptions.remove(uri.as_ref());
+                    }
+                }
                 req.reply(&json!({}), EX_NONE)
             }
             "subscriptions/listen" if modern => self.listen(req),
@@ -1396,6 +1410,7 @@ impl Shared {
                         prompts: filter.prompts_list_changed,
                         resources: filter.resources_list_changed,
                     },
+                    uris: honoured_uris.iter().map(|u| u.to_string()).collect(),
                 },
             );
         }
@@ -1726,13 +1741,16 @@ impl Shared {
                     kind: Cow<'a, str>,
                 }
                 let a = args!(A);
+                if a.kind == "updated" {
+                    return self.notify_updated(req).await;
+                }
                 let kind = match a.kind.as_ref() {
                     "tools" => ListKind::Tools,
                     "resources" => ListKind::Resources,
                     "prompts" => ListKind::Prompts,
                     other => {
                         return Err(RpcError::invalid_params(format!(
-                            "unknown kind {other:?} (tools, resources, prompts)"
+                            "unknown kind {other:?} (tools, resources, prompts, updated)"
                         )))
                     }
                 };
@@ -1776,6 +1794,35 @@ impl Shared {
             }
             other => Err(RpcError::invalid_params(format!("unknown tool {other:?}"))),
         }
+    }
+
+    /// `notify` with kind `updated`: `notifications/resources/updated` for demo://readme to
+    /// whoever subscribed to it (legacy: `resources/subscribe`; modern: listens naming it in
+    /// `resourceSubscriptions`, tagged). The answer says how many got it.
+    async fn notify_updated(self: &Arc<Self>, req: &Request<'_>) -> Reply {
+        const METHOD: &str = "notifications/resources/updated";
+        let lines: Vec<Vec<u8>> = if req.is_modern() {
+            lock(&self.listens)
+                .values()
+                .filter(|l| l.uris.iter().any(|u| u == README_URI))
+                .map(|l| {
+                    let sub_id: Value = serde_json::from_str(l.id.get()).unwrap_or(Value::Null);
+                    notification_line(
+                        METHOD,
+                        json!({ "uri": README_URI, "_meta": { META_SUBSCRIPTION_ID: sub_id } }),
+                    )
+                })
+                .collect()
+        } else if lock(&self.legacy).subscriptions.contains(README_URI) {
+            vec![notification_line(METHOD, json!({ "uri": README_URI }))]
+        } else {
+            Vec::new()
+        };
+        let n = lines.len();
+        for line in lines {
+            self.emit(line).await;
+        }
+        req.text(&format!("updated: {n}"))
     }
 
     /// `sample`, `elicit`, `roots`: ask the client for input. Legacy: a real
@@ -2175,9 +2222,9 @@ fn tools_list() -> &'static RawValue {
             },
             {
                 "name": "notify",
-                "description": "Emit a list_changed notification of the given kind.",
+                "description": "Emit a list_changed notification of the given kind, or (kind \"updated\") notifications/resources/updated for demo://readme to its subscribers.",
                 "inputSchema": { "type": "object", "properties": {
-                    "kind": { "type": "string", "enum": ["tools", "resources", "prompts"] },
+                    "kind": { "type": "string", "enum": ["tools", "resources", "prompts", "updated"] },
                 }, "required": ["kind"] },
             },
             {

@@ -21,6 +21,7 @@ pub mod framing;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mrtr;
+pub mod notifications;
 pub mod protocol;
 pub mod telemetry;
 pub mod upstream;

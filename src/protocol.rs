@@ -68,6 +68,54 @@ pub fn log_level(s: &str) -> Option<(&'static str, usize)> {
         .map(|i| (LOG_LEVELS[i], i))
 }
 
+/// The rank of a `notifications/message`'s level (0, the lowest, when absent or unknown).
+pub fn message_rank(params: Option<&RawValue>) -> usize {
+    params
+        .and_then(Fields::parse)
+        .and_then(|f| {
+            f.get("level")
+                .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
+        })
+        .and_then(|l| log_level(&l))
+        .map_or(0, |(_, r)| r)
+}
+
+/// A `_meta` logLevel that names no logging level.
+#[derive(Debug, PartialEq)]
+pub struct BadLogLevel;
+
+/// A 2026 request's `_meta` logLevel: `Ok(None)` without one, `Err` when it is not a level.
+pub fn request_log_level(params: Option<&RawValue>) -> Result<Option<&'static str>, BadLogLevel> {
+    match jsonrpc::meta_field(params, META_LOG_LEVEL) {
+        None => Ok(None),
+        Some(l) => serde_json::from_str::<String>(l.get())
+            .ok()
+            .and_then(|l| log_level(&l))
+            .map(|(l, _)| Some(l))
+            .ok_or(BadLogLevel),
+    }
+}
+
+/// `_meta` to stamp on a 2025 client's requests to a 2026 server, with the level its
+/// `logging/setLevel` chose (2026 has no session-wide level: it travels on every request).
+pub fn stamp_with_log_level(
+    stamp: &std::sync::Arc<Vec<(String, Box<RawValue>)>>,
+    level: Option<&'static str>,
+) -> std::sync::Arc<Vec<(String, Box<RawValue>)>> {
+    match level {
+        None => stamp.clone(),
+        Some(l) => {
+            let mut v: Vec<_> = stamp
+                .iter()
+                .filter(|(k, _)| k != META_LOG_LEVEL)
+                .cloned()
+                .collect();
+            v.push((META_LOG_LEVEL.to_owned(), jsonrpc::raw(&format!("\"{l}\""))));
+            std::sync::Arc::new(v)
+        }
+    }
+}
+
 pub fn is_legacy_version(v: &str) -> bool {
     LEGACY_VERSIONS.contains(&v)
 }
@@ -328,5 +376,25 @@ mod tests {
             error_code(&jsonrpc::raw(r#"{"code":-32601,"message":"x"}"#)),
             Some(-32601)
         );
+    }
+
+    #[test]
+    fn log_levels() {
+        let p = jsonrpc::raw(r#"{"_meta":{"io.modelcontextprotocol/logLevel":"warning"}}"#);
+        assert_eq!(request_log_level(Some(&p)), Ok(Some("warning")));
+        let p = jsonrpc::raw(r#"{"_meta":{"io.modelcontextprotocol/logLevel":"loud"}}"#);
+        assert_eq!(request_log_level(Some(&p)), Err(BadLogLevel));
+        assert_eq!(request_log_level(None), Ok(None));
+        assert_eq!(message_rank(Some(&jsonrpc::raw(r#"{"level":"error"}"#))), 4);
+        assert_eq!(message_rank(None), 0);
+        let stamp =
+            std::sync::Arc::new(vec![(META_LOG_LEVEL.to_owned(), jsonrpc::raw("\"debug\""))]);
+        let s = stamp_with_log_level(&stamp, Some("error"));
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].1.get(), "\"error\"");
+        assert!(std::sync::Arc::ptr_eq(
+            &stamp_with_log_level(&stamp, None),
+            &stamp
+        ));
     }
 }

@@ -73,7 +73,7 @@ pub struct App {
     pub parked: Arc<crate::mrtr::ParkStore<crate::upstream::child::CallHandle>>,
     pub signer: Arc<crate::mrtr::StateSigner>,
     /// The shared child's resource subscriptions held for 2026 listeners.
-    pub resource_subs: Arc<crate::face::listen::ResourceSubs>,
+    pub resource_subs: Arc<crate::notifications::ResourceSubs>,
 }
 
 impl App {

@@ -2,11 +2,11 @@
 //! the honoured subset, map `resourceSubscriptions` to `resources/subscribe` (reference-counted
 //! across listeners sharing the child), forward only the requested notification types tagged
 //! with the listen request's id, and unsubscribe when the stream closes. On shutdown the stream
-//! ends with the listen request's completion result.
+//! ends with the listen request's completion result. The era-neutral pieces (filter,
+//! reference counts, tags) live in `crate::notifications`, shared with `connect`.
 
-use std::collections::HashMap;
 use std::convert::Infallible;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -24,122 +24,8 @@ use crate::face::http::{App, PostCtx};
 use crate::face::respond::{Body, GaugeGuard};
 use crate::framing;
 use crate::jsonrpc::{self, Envelope, Fields};
-use crate::protocol;
+use crate::notifications::{acknowledgement, completion, tagged, Honoured, ResourceSubs};
 use crate::upstream::child::{ChildUpstream, UpstreamEvent, UpstreamInfo};
-
-/// Most resource URIs one listen request may subscribe to.
-const MAX_URIS: usize = 100;
-
-/// Reference counts of the child's resource subscriptions held for listeners.
-#[derive(Default)]
-pub struct ResourceSubs(Mutex<HashMap<String, usize>>);
-
-impl ResourceSubs {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-    /// Count a listener in; true when the child must be subscribed.
-    fn acquire(&self, uri: &str) -> bool {
-        let mut g = self.lock();
-        let n = g.entry(uri.to_owned()).or_insert(0);
-        *n += 1;
-        *n == 1
-    }
-    /// Count a listener out; true when the child must be unsubscribed.
-    fn release(&self, uri: &str) -> bool {
-        let mut g = self.lock();
-        match g.get_mut(uri) {
-            Some(n) if *n > 1 => {
-                *n -= 1;
-                false
-            }
-            Some(_) => {
-                g.remove(uri);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-/// What the listener asked for and what the child can give.
-#[derive(Debug, Default, PartialEq)]
-pub struct Honoured {
-    pub tools: bool,
-    pub prompts: bool,
-    pub resources: bool,
-    pub uris: Vec<String>,
-}
-
-impl Honoured {
-    /// Intersect a `SubscriptionFilter` with a 2025 child's capabilities.
-    pub fn from(filter: Option<&RawValue>, caps: &Value) -> Self {
-        let f: Value = filter
-            .and_then(|f| serde_json::from_str(f.get()).ok())
-            .unwrap_or(Value::Null);
-        let want = |k: &str| f.get(k).and_then(Value::as_bool).unwrap_or(false);
-        let cap = |a: &str, b: &str| {
-            caps.get(a)
-                .and_then(|c| c.get(b))
-                .and_then(Value::as_bool)
-                .unwrap_or(false)
-        };
-        let uris = if cap("resources", "subscribe") {
-            f.get("resourceSubscriptions")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .take(MAX_URIS)
-                        .map(str::to_owned)
-                        .collect()
-                })
-                .unwrap_or_default()
-        } else {
-            Vec::new()
-        };
-        Self {
-            tools: want("toolsListChanged") && cap("tools", "listChanged"),
-            prompts: want("promptsListChanged") && cap("prompts", "listChanged"),
-            resources: want("resourcesListChanged") && cap("resources", "listChanged"),
-            uris,
-        }
-    }
-
-    fn to_json(&self) -> Value {
-        let mut o = serde_json::Map::new();
-        if self.tools {
-            o.insert("toolsListChanged".into(), json!(true));
-        }
-        if self.prompts {
-            o.insert("promptsListChanged".into(), json!(true));
-        }
-        if self.resources {
-            o.insert("resourcesListChanged".into(), json!(true));
-        }
-        if !self.uris.is_empty() {
-            o.insert("resourceSubscriptions".into(), json!(self.uris));
-        }
-        Value::Object(o)
-    }
-
-    /// Should this child notification reach the listener?
-    fn wants(&self, method: &str, params: Option<&RawValue>) -> bool {
-        match method {
-            "notifications/tools/list_changed" => self.tools,
-            "notifications/prompts/list_changed" => self.prompts,
-            "notifications/resources/list_changed" => self.resources,
-            "notifications/resources/updated" => params
-                .and_then(Fields::parse)
-                .and_then(|f| {
-                    f.get("uri")
-                        .and_then(|u| serde_json::from_str::<String>(u.get()).ok())
-                })
-                .is_some_and(|u| self.uris.contains(&u)),
-            _ => false,
-        }
-    }
-}
 
 async fn child_request(up: &ChildUpstream, method: &str, uri: &str) -> bool {
     let call = Call {
@@ -185,12 +71,6 @@ impl Drop for Release {
     }
 }
 
-/// Tag a notification with the listen request's id as `_meta.subscriptionId`.
-fn tagged(method: &str, params: Option<&RawValue>, id: &RawValue) -> Bytes {
-    let p = jsonrpc::rewrite_request_params(params, None, &[(protocol::META_SUBSCRIPTION_ID, id)]);
-    jsonrpc::notification(method, p.as_deref().or(params.map(RawValue::get)))
-}
-
 pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Response<Body> {
     let id = jsonrpc::raw(pc.env.id.map(RawValue::get).unwrap_or("null"));
     let caps: Value = info
@@ -223,15 +103,7 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
         upstream: app.upstream.clone(),
         uris: honoured.uris.clone(),
     };
-    let ack_params = json!({
-        "notifications": honoured.to_json(),
-        "_meta": { protocol::META_SUBSCRIPTION_ID: serde_json::from_str::<Value>(id.get()).unwrap_or(Value::Null) },
-    })
-    .to_string();
-    let ack = jsonrpc::notification(
-        "notifications/subscriptions/acknowledged",
-        Some(&ack_params),
-    );
+    let ack = acknowledgement(&honoured, &id);
     struct St {
         ack: Option<Bytes>,
         id: Box<RawValue>,
@@ -270,9 +142,7 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
                 _ = st.stopping.cancelled() => {
                     // Graceful end: the listen request's completion result, then close.
                     st.done = true;
-                    let body = json!({"resultType": "complete", "_meta": {
-                        protocol::META_SUBSCRIPTION_ID: serde_json::from_str::<Value>(st.id.get()).unwrap_or(Value::Null)}}).to_string();
-                    let f = jsonrpc::result(st.id.get(), &body);
+                    let f = completion(&st.id);
                     return Some((Ok(Frame::data(framing::sse_event(&f))), st));
                 }
             };
@@ -298,53 +168,4 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
         }
     });
     crate::face::respond::sse_response(BodyExt::boxed_unsync(StreamBody::new(stream)))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn honours_only_what_both_sides_have() {
-        let caps = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}});
-        let f = jsonrpc::raw(
-            r#"{"toolsListChanged":true,"promptsListChanged":true,"resourcesListChanged":true,"resourceSubscriptions":["demo://a"]}"#,
-        );
-        let h = Honoured::from(Some(&f), &caps);
-        assert_eq!(
-            h,
-            Honoured {
-                tools: true,
-                prompts: false,
-                resources: false,
-                uris: vec!["demo://a".into()]
-            }
-        );
-        assert!(h.wants("notifications/tools/list_changed", None));
-        assert!(!h.wants("notifications/prompts/list_changed", None));
-        let u = jsonrpc::raw(r#"{"uri":"demo://a"}"#);
-        let v = jsonrpc::raw(r#"{"uri":"demo://b"}"#);
-        assert!(h.wants("notifications/resources/updated", Some(&u)));
-        assert!(!h.wants("notifications/resources/updated", Some(&v)));
-    }
-
-    #[test]
-    fn refcounts() {
-        let s = ResourceSubs::default();
-        assert!(s.acquire("a"));
-        assert!(!s.acquire("a"));
-        assert!(!s.release("a"));
-        assert!(s.release("a"));
-        assert!(!s.release("a"));
-    }
-
-    #[test]
-    fn tags_notifications() {
-        let id = jsonrpc::raw("\"L1\"");
-        let f = tagged("notifications/tools/list_changed", None, &id);
-        assert_eq!(
-            &f[..],
-            br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"io.modelcontextprotocol/subscriptionId":"L1"}}}"#
-        );
-    }
 }

@@ -234,21 +234,19 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         }
     }
     let mut ctx = CallCtx::modern();
-    if let Some(l) = jsonrpc::meta_field(pc.env.params, protocol::META_LOG_LEVEL) {
-        let Some((level, _)) = serde_json::from_str::<String>(l.get())
-            .ok()
-            .and_then(|l| protocol::log_level(&l))
-        else {
-            app.metrics
-                .rpc_error(&app.server, method, code::INVALID_PARAMS, "bridge");
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                id,
-                code::INVALID_PARAMS,
-                "invalid io.modelcontextprotocol/logLevel",
-                None,
-            );
-        };
+    let level = protocol::request_log_level(pc.env.params);
+    if level.is_err() {
+        app.metrics
+            .rpc_error(&app.server, method, code::INVALID_PARAMS, "bridge");
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            code::INVALID_PARAMS,
+            "invalid io.modelcontextprotocol/logLevel",
+            None,
+        );
+    }
+    if let Ok(Some(level)) = level {
         ctx.log_level = Some(level);
         if info.era == Era::Legacy {
             // A 2025 child logs per process: make it at least this verbose, filter per call.

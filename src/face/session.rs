@@ -137,17 +137,7 @@ impl Session {
 
     /// The `_meta` this session's calls carry to a 2026 child (with its log level, if set).
     pub fn call_meta(&self) -> Arc<Vec<(String, Box<RawValue>)>> {
-        match self.log_level() {
-            None => self.stamp_meta.clone(),
-            Some(l) => {
-                let mut v = (*self.stamp_meta).clone();
-                v.push((
-                    crate::protocol::META_LOG_LEVEL.to_owned(),
-                    crate::jsonrpc::raw(&format!("\"{l}\"")),
-                ));
-                Arc::new(v)
-            }
-        }
+        crate::protocol::stamp_with_log_level(&self.stamp_meta, self.log_level())
     }
 
     pub fn touch(&self) {

@@ -13,9 +13,29 @@
 //! - 2025 host, 2026 remote: an `input_required` result becomes requests to the host
 //!   (`"mcp-bridge:N"` ids); with every answer in, the remote is retried with `inputResponses`
 //!   and the exact `requestState` under a new id, at most `MAX_ROUNDS` times.
+//!
+//! Notifications and logging across eras (with `crate::notifications`, as `serve` does):
+//! - 2026 host, 2025 remote: `subscriptions/listen` is answered here: the acknowledgement
+//!   first (the honoured subset of the filter, once the remote's GET stream is open), then the
+//!   list-changed / resource-updated notifications of the GET stream (or of any call's stream)
+//!   that listen asked for, tagged with its id as `subscriptionId`; `resourceSubscriptions`
+//!   become `resources/subscribe` on the remote, reference-counted across listens, and
+//!   `resources/unsubscribe` when the last listen holding a URI is cancelled
+//!   (`notifications/cancelled`) or at shutdown (where each listen gets its completion result).
+//!   A request's `_meta` logLevel lowers the session's level with `logging/setLevel` (once per
+//!   change) and its `notifications/message` are filtered by that request's level; a request
+//!   without one gets none.
+//! - 2026 host, 2026 remote: the listen is carried as a call; the remote's tags (our ids) are
+//!   replaced by the host's listen id.
+//! - 2025 host, 2026 remote: after `initialize` the bridge holds one `subscriptions/listen` on
+//!   the remote (the list-changed types its capabilities offer, plus the host's
+//!   `resources/subscribe` URIs, which re-open it and are answered `{}` once it is
+//!   acknowledged), forwards its notifications without `subscriptionId`, re-opens it with
+//!   backoff when it ends, and closes it at shutdown. The host's `logging/setLevel` is kept and
+//!   stamped as `_meta` logLevel on its later requests.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,7 +44,7 @@ use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -36,6 +56,10 @@ use crate::face::rounds::MAX_ROUNDS;
 use crate::framing::{single_line, Line, LineDecoder};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::mrtr::{self, ParkStore, Parked, StateSigner};
+use crate::notifications::{
+    acknowledgement, completion_result, is_listen_notification, legacy_filter, retagged,
+    subscription_id, tagged, untagged, Honoured, ResourceSubs,
+};
 use crate::protocol::{self, Era};
 use crate::upstream::remote::Remote;
 
@@ -44,6 +68,8 @@ use crate::upstream::remote::Remote;
 struct Host {
     era: Option<Era>,
     stamp: Arc<Vec<(String, Box<RawValue>)>>,
+    /// The level of the 2025 host's last `logging/setLevel`.
+    log_level: Option<&'static str>,
 }
 
 /// The one caller a stdio face has, as far as `requestState` binding goes.
@@ -80,12 +106,76 @@ struct ParkCtx {
 /// A host's answer to one of our input requests: its result, or its error.
 type HostAnswer = Result<Box<RawValue>, Box<RawValue>>;
 
+/// Who a call's traffic goes to, and what it may receive.
+#[derive(Default)]
+struct Who {
+    /// A 2026 host (notifications are request-scoped or go to its listens).
+    modern: bool,
+    /// The rank of the request's `_meta` logLevel (2026 host); None: no log messages.
+    log_rank: Option<usize>,
+    /// A 2026 host's listen carried to a 2026 remote: its id, to tag the remote's traffic with.
+    listen: Option<Box<RawValue>>,
+}
+
+impl Who {
+    fn of(ctx: &CallCtx) -> Self {
+        Self {
+            modern: ctx.client_era == Era::Modern,
+            log_rank: ctx.log_level.and_then(protocol::log_level).map(|(_, r)| r),
+            listen: None,
+        }
+    }
+}
+
+/// A host request in flight.
+struct Inflight {
+    token: CancellationToken,
+    /// Its logLevel rank (2026 host), to route untargeted log messages.
+    log_rank: Option<usize>,
+    /// A 2026 host's listen: ended by `stopping` at shutdown (with its completion result), so
+    /// that its token means the host cancelled it.
+    listen: bool,
+}
+
+/// A 2026 host's listen that the bridge serves itself (2025 remote).
+struct Listener {
+    /// The listen request's id (exact JSON).
+    id: Box<RawValue>,
+    honoured: Honoured,
+}
+
+/// The one listen the bridge holds on a 2026 remote for a 2025 host.
+struct Held {
+    started: AtomicBool,
+    /// The host's resource subscriptions.
+    uris: Mutex<BTreeSet<String>>,
+    /// Woken when `uris` changes: the listen is re-opened with the new set.
+    resubscribe: Notify,
+    /// Acknowledgements received so far.
+    acks: watch::Sender<u64>,
+    /// The remote does not know `subscriptions/listen`: nothing to wait for.
+    unsupported: AtomicBool,
+}
+
+/// Most resources a 2025 host may subscribe to.
+const MAX_HOST_URIS: usize = 1000;
+/// How long a listen's acknowledgement may wait for the remote's side to be in place.
+const LISTEN_SETUP: Duration = Duration::from_secs(10);
+
 struct Face {
     remote: Arc<Remote>,
     out: mpsc::Sender<Bytes>,
     host: Mutex<Host>,
-    /// Host request id (exact JSON text) → cancel handle of its call.
-    inflight: Mutex<HashMap<String, CancellationToken>>,
+    /// Host request id (exact JSON text) → its call.
+    inflight: Mutex<HashMap<String, Inflight>>,
+    /// 2026 host's listens served by the bridge (2025 remote), by listen id (exact JSON text).
+    listens: Mutex<HashMap<String, Arc<Listener>>>,
+    /// The 2025 remote's resource subscriptions held for those listens.
+    resource_subs: ResourceSubs,
+    /// The listen held for a 2025 host (2026 remote).
+    held: Held,
+    /// Cancelled when the face shuts down (before the calls in flight are cancelled).
+    stopping: CancellationToken,
     /// Our id for a server request sent to the host → the remote's id.
     server_requests: Mutex<HashMap<String, Box<RawValue>>>,
     next_server_request: AtomicU64,
@@ -119,6 +209,16 @@ pub async fn serve<R, W>(
         out,
         host: Mutex::new(Host::default()),
         inflight: Mutex::new(HashMap::new()),
+        listens: Mutex::new(HashMap::new()),
+        resource_subs: ResourceSubs::default(),
+        held: Held {
+            started: AtomicBool::new(false),
+            uris: Mutex::new(BTreeSet::new()),
+            resubscribe: Notify::new(),
+            acks: watch::Sender::new(0),
+            unsupported: AtomicBool::new(false),
+        },
+        stopping: CancellationToken::new(),
         server_requests: Mutex::new(HashMap::new()),
         next_server_request: AtomicU64::new(1),
         input_waits: Mutex::new(HashMap::new()),
@@ -178,10 +278,13 @@ pub async fn serve<R, W>(
             Some(Ok(Line::Frame(f))) => face.handle_line(f).await,
         }
     }
-    // Cancel what is still running (each cancellation reaches the remote), then end the
-    // session and flush stdout.
-    for (_, t) in lock(&face.inflight).drain() {
-        t.cancel();
+    // End the listens (with their completion results), cancel what is still running (each
+    // cancellation reaches the remote), then end the session and flush stdout.
+    face.stopping.cancel();
+    for (_, c) in lock(&face.inflight).drain() {
+        if !c.listen {
+            c.token.cancel();
+        }
     }
     sweeper.abort();
     drop(face.parked.take_all());
@@ -273,25 +376,56 @@ impl Face {
         let modern = jsonrpc::meta_field(params.as_deref(), protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .is_some_and(|v| !protocol::is_legacy_version(&v));
-        let ctx = {
+        let bad_level = |msg: &'static str| {
+            let me = Arc::clone(self);
+            let id = id.clone();
+            tokio::spawn(async move {
+                me.send(jsonrpc::error(Some(&id), code::INVALID_PARAMS, msg, None))
+                    .await
+            });
+        };
+        let ctx = if modern {
+            let Ok(level) = protocol::request_log_level(params.as_deref()) else {
+                bad_level("invalid io.modelcontextprotocol/logLevel");
+                return;
+            };
             let mut h = lock(&self.host);
-            if modern {
-                if h.era.is_none() {
-                    info!("the host speaks 2026-07-28");
-                    h.era = Some(Era::Modern);
-                }
-                CallCtx::modern()
-            } else {
-                CallCtx {
-                    client_era: Era::Legacy,
-                    stamp_meta: Arc::clone(&h.stamp),
-                    session: None,
-                    accepts_server_requests: true,
-                    log_level: None,
-                }
+            if h.era.is_none() {
+                info!("the host speaks 2026-07-28");
+                h.era = Some(Era::Modern);
+            }
+            CallCtx {
+                log_level: level,
+                ..CallCtx::modern()
+            }
+        } else {
+            let mut h = lock(&self.host);
+            if method == "logging/setLevel" {
+                // Kept before the next request is read: it is stamped on the host's later
+                // requests to a 2026 remote.
+                let level = params
+                    .as_deref()
+                    .and_then(Fields::parse)
+                    .and_then(|f| f.get("level").map(ToOwned::to_owned))
+                    .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
+                    .and_then(|l| protocol::log_level(&l));
+                let Some((level, _)) = level else {
+                    drop(h);
+                    bad_level("invalid or missing logging level");
+                    return;
+                };
+                h.log_level = Some(level);
+            }
+            CallCtx {
+                client_era: Era::Legacy,
+                stamp_meta: protocol::stamp_with_log_level(&h.stamp, h.log_level),
+                session: None,
+                accepts_server_requests: true,
+                log_level: None,
             }
         };
         let token = CancellationToken::new();
+        let listen = modern && method == "subscriptions/listen";
         {
             let mut inflight = lock(&self.inflight);
             if inflight.contains_key(&id) {
@@ -308,7 +442,15 @@ impl Face {
                 });
                 return;
             }
-            inflight.insert(id.clone(), token.clone());
+            inflight.insert(
+                id.clone(),
+                Inflight {
+                    token: token.clone(),
+                    // Never log messages on a listen.
+                    log_rank: Who::of(&ctx).log_rank.filter(|_| !listen),
+                    listen,
+                },
+            );
         }
         let call = Call {
             method,
@@ -337,12 +479,24 @@ impl Face {
         call: Call,
         token: &CancellationToken,
     ) -> Option<Outcome> {
-        let modern_host = call.ctx.client_era == Era::Modern;
+        let who = Who::of(&call.ctx);
+        if who.modern {
+            if call.method == "subscriptions/listen" {
+                return self.listen(id, call, token).await;
+            }
+            if let Some(level) = call.ctx.log_level {
+                if self.remote.era().await == Some(Era::Legacy) {
+                    self.remote.ensure_log_level(level).await;
+                }
+            }
+        } else if let Some(o) = self.legacy_host_local(&call).await {
+            return Some(o);
+        }
         if !mrtr::is_mrtr_method(&call.method) {
             let r = self.start(call);
-            return self.follow(id, r, token, modern_host, None).await;
+            return self.follow(id, r, token, &who, None).await;
         }
-        if !modern_host {
+        if !who.modern {
             return self.rounds(id, call, token).await;
         }
         let state = call
@@ -363,7 +517,7 @@ impl Face {
             park_id: None,
         };
         let r = self.start(call);
-        self.follow(id, r, token, true, Some(park)).await
+        self.follow(id, r, token, &who, Some(park)).await
     }
 
     /// Start a call at the remote in its own task.
@@ -384,7 +538,7 @@ impl Face {
         id: &str,
         mut r: Running,
         token: &CancellationToken,
-        modern_host: bool,
+        who: &Who,
         park: Option<ParkCtx>,
     ) -> Option<Outcome> {
         enum Step {
@@ -413,17 +567,17 @@ impl Face {
                     params,
                 }) if park.is_some() => {
                     let Some(p) = park.as_ref() else { continue };
-                    match self.try_park(r, p, (rid, method, params)).await {
+                    match self.try_park(r, p, who, (rid, method, params)).await {
                         Ok(o) => return Some(o),
                         Err(back) => r = back,
                     }
                 }
-                Step::Event(ev) => self.forward_call_event(ev, modern_host).await,
+                Step::Event(ev) => self.forward_call_event(ev, who).await,
             }
         };
         // Events sent before the answer go out before it.
         while let Ok(ev) = r.events.try_recv() {
-            self.forward_call_event(ev, modern_host).await;
+            self.forward_call_event(ev, who).await;
         }
         Some(outcome)
     }
@@ -434,13 +588,14 @@ impl Face {
         self: &Arc<Self>,
         mut r: Running,
         p: &ParkCtx,
+        who: &Who,
         first: (Box<RawValue>, String, Option<Box<RawValue>>),
     ) -> Result<Outcome, Running> {
         let mut asked = vec![first];
         while let Ok(ev) = r.events.try_recv() {
             match ev {
                 CallEvent::ServerRequest { id, method, params } => asked.push((id, method, params)),
-                ev @ CallEvent::Notification { .. } => self.forward_call_event(ev, true).await,
+                ev @ CallEvent::Notification { .. } => self.forward_call_event(ev, who).await,
             }
         }
         let mut waiting = Vec::new();
@@ -571,7 +726,8 @@ impl Face {
             }
             return Some(Outcome::Result(jsonrpc::raw(&body)));
         }
-        self.follow(id, parked.handle, token, true, Some(park))
+        let who = Who::of(&call.ctx);
+        self.follow(id, parked.handle, token, &who, Some(park))
             .await
     }
 
@@ -595,7 +751,7 @@ impl Face {
                 params: params.take(),
                 ctx: call.ctx.clone(),
             });
-            let outcome = self.follow(id, r, token, false, None).await?;
+            let outcome = self.follow(id, r, token, &Who::default(), None).await?;
             let Outcome::Result(res) = &outcome else {
                 return Some(outcome);
             };
@@ -700,17 +856,36 @@ impl Face {
         }
     }
 
-    async fn forward_call_event(self: &Arc<Self>, ev: CallEvent, modern_host: bool) {
+    async fn forward_call_event(self: &Arc<Self>, ev: CallEvent, who: &Who) {
         match ev {
             CallEvent::Notification { method, params } => {
-                self.send(jsonrpc::notification(
-                    &method,
-                    params.as_deref().map(RawValue::get),
-                ))
-                .await
+                let params = params.as_deref();
+                if who.modern {
+                    if method == "notifications/message" {
+                        // Only for a request that asked, at or above its level.
+                        if who
+                            .log_rank
+                            .is_none_or(|r| protocol::message_rank(params) < r)
+                        {
+                            debug!("log message below the request's logLevel dropped");
+                            return;
+                        }
+                    } else if let Some(lid) = &who.listen {
+                        if subscription_id(params).is_some() {
+                            self.send(retagged(&method, params, lid)).await;
+                            return;
+                        }
+                    } else if is_listen_notification(&method) && subscription_id(params).is_none() {
+                        // A 2025 remote's change notification on a call's stream.
+                        self.fan_out(&method, params).await;
+                        return;
+                    }
+                }
+                self.send(jsonrpc::notification(&method, params.map(RawValue::get)))
+                    .await
             }
             CallEvent::ServerRequest { id, method, params } => {
-                if modern_host {
+                if who.modern {
                     self.refuse_server_request(id, &method).await;
                 } else {
                     self.relay_server_request(id, &method, params).await;
@@ -724,17 +899,331 @@ impl Face {
         let modern_host = lock(&self.host).era == Some(Era::Modern);
         match ev {
             CallEvent::Notification { method, params } => {
+                let params = params.as_deref();
                 if modern_host && method != "notifications/progress" {
-                    debug!("not relaying {method} to a 2026 host");
+                    if is_listen_notification(&method) {
+                        self.fan_out(&method, params).await;
+                    } else if method == "notifications/message" {
+                        self.route_log(params).await;
+                    } else {
+                        debug!("not relaying {method} to a 2026 host");
+                    }
                     return;
                 }
-                self.send(jsonrpc::notification(
-                    &method,
-                    params.as_deref().map(RawValue::get),
-                ))
-                .await
+                self.send(jsonrpc::notification(&method, params.map(RawValue::get)))
+                    .await
             }
-            ev @ CallEvent::ServerRequest { .. } => self.forward_call_event(ev, modern_host).await,
+            ev @ CallEvent::ServerRequest { .. } => {
+                let who = Who {
+                    modern: modern_host,
+                    ..Who::default()
+                };
+                self.forward_call_event(ev, &who).await
+            }
+        }
+    }
+
+    /// A 2025 remote's change notification to every listen of the 2026 host that asked for
+    /// it, tagged with the listen's id.
+    async fn fan_out(self: &Arc<Self>, method: &str, params: Option<&RawValue>) {
+        let to: Vec<Arc<Listener>> = lock(&self.listens)
+            .values()
+            .filter(|l| l.honoured.wants(method, params))
+            .cloned()
+            .collect();
+        if to.is_empty() {
+            debug!("no listen asked for {method}: dropped");
+        }
+        for l in to {
+            self.send(tagged(method, params, &l.id)).await;
+        }
+    }
+
+    /// A 2025 remote's log message that names no request (GET stream): a 2026 host gets it
+    /// when exactly one request in flight asked for logs, filtered by that request's level.
+    async fn route_log(self: &Arc<Self>, params: Option<&RawValue>) {
+        let rank = {
+            let g = lock(&self.inflight);
+            let mut asking = g.values().filter_map(|c| c.log_rank);
+            match (asking.next(), asking.next()) {
+                (Some(r), None) => Some(r),
+                _ => None,
+            }
+        };
+        if rank.is_some_and(|r| protocol::message_rank(params) >= r) {
+            self.send(jsonrpc::notification(
+                "notifications/message",
+                params.map(RawValue::get),
+            ))
+            .await;
+        } else {
+            debug!("a log message for no single request dropped");
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Listens and logging across eras
+    // -----------------------------------------------------------------------------------------
+
+    /// A 2026 host's `subscriptions/listen`. A 2026 remote serves it (carried as a call, tags
+    /// replaced); for a 2025 remote the bridge serves it from the GET stream. Ends with no
+    /// answer when the host cancels it, with the completion result at shutdown.
+    async fn listen(
+        self: &Arc<Self>,
+        id: &str,
+        call: Call,
+        token: &CancellationToken,
+    ) -> Option<Outcome> {
+        let hid = jsonrpc::raw(id);
+        if self.remote.era().await != Some(Era::Legacy) {
+            let who = Who {
+                modern: true,
+                log_rank: None,
+                listen: Some(hid.clone()),
+            };
+            let r = self.start(call);
+            // The host's cancellation wins over shutdown (follow looks at `token` first).
+            return tokio::select! {
+                biased;
+                o = self.follow(id, r, token, &who, None) => o,
+                _ = self.stopping.cancelled() => {
+                    Some(Outcome::Result(jsonrpc::raw(&completion_result(&hid))))
+                }
+            };
+        }
+        let caps = self.remote.capabilities().await;
+        let filter = call
+            .params
+            .as_deref()
+            .and_then(Fields::parse)
+            .and_then(|f| f.get("notifications").map(ToOwned::to_owned));
+        let mut honoured = Honoured::from(filter.as_deref(), &caps);
+        let mut kept = Vec::new();
+        for uri in std::mem::take(&mut honoured.uris) {
+            if self.resource_subs.acquire(&uri) && !self.remote_subscription(&uri, true).await {
+                self.resource_subs.release(&uri);
+                continue;
+            }
+            kept.push(uri);
+        }
+        honoured.uris = kept;
+        // Acknowledge once notifications can flow.
+        if !self.remote.wait_get_stream(LISTEN_SETUP).await {
+            debug!("the remote's GET stream is not open: listen {id} may stay silent");
+        }
+        let uris = honoured.uris.clone();
+        self.send(acknowledgement(&honoured, &hid)).await;
+        lock(&self.listens).insert(
+            id.to_owned(),
+            Arc::new(Listener {
+                id: hid.clone(),
+                honoured,
+            }),
+        );
+        info!("listen {id} open (served from the 2025 remote's notifications)");
+        let graceful = tokio::select! {
+            biased;
+            _ = token.cancelled() => false,
+            _ = self.stopping.cancelled() => true,
+        };
+        lock(&self.listens).remove(id);
+        for uri in uris {
+            if self.resource_subs.release(&uri) {
+                self.remote_subscription(&uri, false).await;
+            }
+        }
+        info!("listen {id} ended");
+        graceful.then(|| Outcome::Result(jsonrpc::raw(&completion_result(&hid))))
+    }
+
+    /// `resources/subscribe` (or unsubscribe) on the 2025 remote; true when it succeeded.
+    async fn remote_subscription(self: &Arc<Self>, uri: &str, on: bool) -> bool {
+        let method = if on {
+            "resources/subscribe"
+        } else {
+            "resources/unsubscribe"
+        };
+        let call = Call {
+            method: method.into(),
+            params: Some(jsonrpc::raw(&serde_json::json!({ "uri": uri }).to_string())),
+            ctx: CallCtx {
+                client_era: Era::Legacy,
+                ..CallCtx::modern()
+            },
+        };
+        let (tx, _rx) = mpsc::channel(1);
+        let o = tokio::time::timeout(LISTEN_SETUP, self.remote.call(call, tx)).await;
+        let ok = matches!(o, Ok(Outcome::Result(_)));
+        if ok {
+            info!("{method} {uri} on the remote");
+        } else {
+            warn!("{method} {uri} failed on the remote");
+        }
+        ok
+    }
+
+    /// A 2025 host's request the bridge answers itself for a 2026 remote (None: send it on).
+    async fn legacy_host_local(self: &Arc<Self>, call: &Call) -> Option<Outcome> {
+        let subscribe = match call.method.as_str() {
+            "logging/setLevel" => None,
+            "resources/subscribe" => Some(true),
+            "resources/unsubscribe" => Some(false),
+            _ => return None,
+        };
+        if self.remote.era().await != Some(Era::Modern) {
+            return None;
+        }
+        let empty = || Some(Outcome::Result(jsonrpc::raw("{}")));
+        let Some(on) = subscribe else {
+            // Kept in `handle_request`; it travels as `_meta` logLevel from now on.
+            return empty();
+        };
+        let Some(uri) = call
+            .params
+            .as_deref()
+            .and_then(Fields::parse)
+            .and_then(|f| f.get("uri").map(ToOwned::to_owned))
+            .and_then(|u| serde_json::from_str::<String>(u.get()).ok())
+        else {
+            return Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
+                code::INVALID_PARAMS,
+                "params.uri is required",
+                None,
+            ))));
+        };
+        let changed = {
+            let mut g = lock(&self.held.uris);
+            if on {
+                if g.len() >= MAX_HOST_URIS && !g.contains(&uri) {
+                    return Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
+                        code::INVALID_PARAMS,
+                        "too many resource subscriptions",
+                        None,
+                    ))));
+                }
+                g.insert(uri)
+            } else {
+                g.remove(&uri)
+            }
+        };
+        if changed {
+            // Answered once the re-opened listen is acknowledged (bounded).
+            let mut acks = self.held.acks.subscribe();
+            let before = *acks.borrow_and_update();
+            if self.ensure_held() {
+                self.held.resubscribe.notify_one();
+            }
+            if !self.held.unsupported.load(Ordering::Acquire) {
+                let _ = tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
+            }
+        }
+        empty()
+    }
+
+    /// Start the listen held for a 2025 host on a 2026 remote, once. False when it was
+    /// already running.
+    fn ensure_held(self: &Arc<Self>) -> bool {
+        if self.held.started.swap(true, Ordering::AcqRel) {
+            return true;
+        }
+        let me = Arc::clone(self);
+        self.tracker.spawn(async move { me.held_listen().await });
+        false
+    }
+
+    /// Hold a `subscriptions/listen` on the 2026 remote for the 2025 host: its notifications
+    /// go to stdout without `subscriptionId`; re-opened on a subscription change, and with
+    /// backoff when it ends; closed (dropped) at shutdown.
+    async fn held_listen(self: Arc<Self>) {
+        const FIRST: Duration = Duration::from_millis(500);
+        let caps = self.remote.capabilities().await;
+        let mut backoff = FIRST;
+        loop {
+            let uris: Vec<String> = lock(&self.held.uris).iter().cloned().collect();
+            let params = serde_json::json!({ "notifications": legacy_filter(&caps, &uris) });
+            let stamp = Arc::clone(&lock(&self.host).stamp);
+            let call = Call {
+                method: "subscriptions/listen".into(),
+                params: Some(jsonrpc::raw(&params.to_string())),
+                ctx: CallCtx {
+                    client_era: Era::Legacy,
+                    stamp_meta: stamp,
+                    session: None,
+                    accepts_server_requests: false,
+                    log_level: None,
+                },
+            };
+            debug!(
+                "holding a listen on the remote for the 2025 host ({} resources)",
+                uris.len()
+            );
+            let mut r = self.start(call);
+            let opened = std::time::Instant::now();
+            let mut acked = false;
+            let ended = loop {
+                tokio::select! {
+                    biased;
+                    _ = self.stopping.cancelled() => {
+                        debug!("closing the listen held on the remote");
+                        return;
+                    }
+                    _ = self.held.resubscribe.notified() => break None,
+                    Some(ev) = r.events.recv() => self.held_event(ev, &mut acked).await,
+                    o = &mut r.task => break Some(o),
+                }
+            };
+            let Some(o) = ended else {
+                backoff = FIRST;
+                continue;
+            };
+            while let Ok(ev) = r.events.try_recv() {
+                self.held_event(ev, &mut acked).await;
+            }
+            if let Ok(Outcome::Error(e)) = &o {
+                if protocol::error_code(e) == Some(code::METHOD_NOT_FOUND) {
+                    warn!("the remote does not support subscriptions/listen: no notifications for the host");
+                    self.held.unsupported.store(true, Ordering::Release);
+                    // Wake whoever waits for an acknowledgement: none will come.
+                    self.held.acks.send_modify(|n| *n += 1);
+                    return;
+                }
+            }
+            let why = match o {
+                Ok(Outcome::Result(_)) => "the remote ended it".to_owned(),
+                Ok(Outcome::Error(e)) => format!("error {}", e.get()),
+                Ok(Outcome::Failed(e)) => e.to_string(),
+                Err(e) => format!("internal: {e}"),
+            };
+            if acked && opened.elapsed() > Duration::from_secs(30) {
+                backoff = FIRST;
+            }
+            warn!(
+                "the listen held on the remote ended ({why}); re-opening in {} ms",
+                backoff.as_millis()
+            );
+            tokio::select! {
+                _ = self.stopping.cancelled() => return,
+                _ = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(Duration::from_secs(30));
+        }
+    }
+
+    async fn held_event(self: &Arc<Self>, ev: CallEvent, acked: &mut bool) {
+        match ev {
+            CallEvent::Notification { method, .. }
+                if method == "notifications/subscriptions/acknowledged" =>
+            {
+                *acked = true;
+                info!("the listen held on the remote for the 2025 host is acknowledged");
+                self.held.acks.send_modify(|n| *n += 1);
+            }
+            CallEvent::Notification { method, params } => {
+                self.send(untagged(&method, params.as_deref())).await
+            }
+            CallEvent::ServerRequest { id, method, .. } => {
+                self.refuse_server_request(id, &method).await
+            }
         }
     }
 
@@ -801,6 +1290,15 @@ impl Face {
         let me = Arc::clone(self);
         self.tracker.spawn(async move {
             let o = me.remote.host_initialize(requested).await;
+            if matches!(o, Outcome::Result(_)) && me.remote.era().await == Some(Era::Modern) {
+                // Notifications flow once the host has its answer (bounded wait).
+                let mut acks = me.held.acks.subscribe();
+                let before = *acks.borrow_and_update();
+                if !me.ensure_held() {
+                    let _ =
+                        tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
+                }
+            }
             me.send(answer(&id, o)).await;
         });
     }
@@ -816,9 +1314,9 @@ impl Face {
                     return;
                 };
                 match lock(&self.inflight).remove(&rid) {
-                    Some(t) => {
+                    Some(c) => {
                         info!("the host cancelled request {rid}");
-                        t.cancel();
+                        c.token.cancel();
                     }
                     None => debug!("cancellation for unknown request {rid} ignored"),
                 }

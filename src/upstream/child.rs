@@ -118,8 +118,8 @@ struct Proc {
     close_stdin: CancellationToken,
     pending: Mutex<HashMap<u64, Pending>>,
     info: RwLock<Option<UpstreamInfo>>,
-    /// Rank of the log level set on this (2025) child by the bridge; usize::MAX when unset.
-    log_rank: std::sync::atomic::AtomicUsize,
+    /// The log level set on this (2025) child by the bridge.
+    log_floor: crate::notifications::LogFloor,
     /// tool name → (lowercase header name, property) for `Mcp-Param-*` checks.
     tool_headers: RwLock<HashMap<String, Vec<(String, String)>>>,
     /// Tool names from the last `tools/list`: the only ones used as metric labels.
@@ -350,13 +350,13 @@ impl ChildUpstream {
     /// Make a 2025 child log at least at `level` (it logs per process; the bridge filters per
     /// call). Only ever lowers the level.
     pub fn ensure_log_level(&self, level: &'static str) {
-        let Some((level, rank)) = protocol::log_level(level) else {
+        let Some((level, _)) = protocol::log_level(level) else {
             return;
         };
         let State::Ready(proc) = &*self.inner.state.borrow() else {
             return;
         };
-        if proc.log_rank.fetch_min(rank, Ordering::AcqRel) <= rank {
+        if !proc.log_floor.lower(level) {
             return;
         }
         let params = serde_json::json!({ "level": level }).to_string();
@@ -546,7 +546,7 @@ impl ChildUpstream {
             close_stdin: CancellationToken::new(),
             pending: Mutex::new(HashMap::new()),
             info: RwLock::new(None),
-            log_rank: std::sync::atomic::AtomicUsize::new(usize::MAX),
+            log_floor: crate::notifications::LogFloor::default(),
             tool_headers: RwLock::new(HashMap::new()),
             tool_names: RwLock::new(crate::metrics::ToolNames::default()),
         });
@@ -964,15 +964,7 @@ impl ChildUpstream {
         // A log message names no request; when exactly one caller in flight asked for logs it
         // is that caller's (filtered by its level), otherwise it goes to the session streams.
         if method == "notifications/message" {
-            let rank = env
-                .params
-                .and_then(Fields::parse)
-                .and_then(|f| {
-                    f.get("level")
-                        .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
-                })
-                .and_then(|l| protocol::log_level(&l))
-                .map_or(0, |(_, r)| r);
+            let rank = protocol::message_rank(env.params);
             let g = lock(&proc.pending);
             let mut wanting = g
                 .values()

@@ -4,7 +4,10 @@
 //! and 2025 server requests become `CallEvent`s), keeps a 2025 session (re-initialise on 404,
 //! GET stream, `Last-Event-ID` resumption, DELETE at the end), sends the 2026 mirror headers
 //! (`Mcp-Param-*` from the tool list), and turns every transport fault into a JSON-RPC error for
-//! the call it hit.
+//! the call it hit. For the face's translations across eras it tells the remote's era and
+//! capabilities, whether the 2025 GET stream is open (a listen is acknowledged once it is), and
+//! keeps a 2025 session's log level (lowered with `logging/setLevel` once per change for 2026
+//! hosts). A `subscriptions/listen` is exempt from `--request-timeout`.
 //!
 //! Cancellation is by drop: dropping a `call` future drops its response stream (the 2026
 //! cancellation) and, for a 2025 remote, posts `notifications/cancelled` with the remote-side id.
@@ -200,8 +203,21 @@ pub struct Remote {
     /// Traffic belonging to no call (2025 GET stream) for the face.
     events: mpsc::Sender<CallEvent>,
     get_stream: Mutex<Option<CancellationToken>>,
+    /// Where the 2025 GET stream stands (`GET_*`), so that a listen is acknowledged once
+    /// notifications can flow.
+    get_state: tokio::sync::watch::Sender<u8>,
+    /// The level the 2025 session logs at for 2026 hosts, and the lock that orders its changes.
+    log_floor: crate::notifications::LogFloor,
+    log_lock: tokio::sync::Mutex<()>,
     tracker: TaskTracker,
 }
+
+/// The GET stream is being opened (or re-opened).
+const GET_CONNECTING: u8 = 0;
+/// The GET stream is open.
+const GET_OPEN: u8 = 1;
+/// The remote offers no GET stream (405) or the session is gone.
+const GET_NONE: u8 = 2;
 
 /// Build the HTTPS client: webpki roots (or the OS roots), plus `--ca-file`.
 fn build_client(cfg: &RemoteConfig) -> Result<HttpClient, String> {
@@ -324,6 +340,9 @@ impl Remote {
             failures: Mutex::new((0, None)),
             events,
             get_stream: Mutex::new(None),
+            get_state: tokio::sync::watch::Sender::new(GET_CONNECTING),
+            log_floor: crate::notifications::LogFloor::default(),
+            log_lock: tokio::sync::Mutex::new(()),
             tracker: TaskTracker::new(),
         }))
     }
@@ -808,6 +827,8 @@ impl Remote {
         if g.as_ref().is_some_and(|s| s.generation == generation) {
             info!("the 2025 session expired on the remote (404): starting a new one");
             *g = None;
+            // A new session starts at the server's default log level.
+            self.log_floor.reset();
             if let Some(t) = self
                 .get_stream
                 .lock()
@@ -900,6 +921,7 @@ impl Remote {
         {
             old.cancel();
         }
+        self.get_state.send_replace(GET_CONNECTING);
         let me = Arc::clone(self);
         self.tracker.spawn(async move {
             tokio::select! {
@@ -922,10 +944,12 @@ impl Remote {
             match self.send(self.request(Method::GET, &h, Bytes::new())).await {
                 Ok(r) if r.status() == StatusCode::METHOD_NOT_ALLOWED => {
                     debug!("the remote offers no GET stream (405)");
+                    self.get_state.send_replace(GET_NONE);
                     return;
                 }
                 Ok(r) if r.status() == StatusCode::NOT_FOUND => {
                     debug!("GET stream: session gone (404)");
+                    self.get_state.send_replace(GET_NONE);
                     return;
                 }
                 Ok(r)
@@ -934,6 +958,7 @@ impl Remote {
                             .is_some_and(|c| c.starts_with("text/event-stream")) =>
                 {
                     backoff = Duration::from_millis(500);
+                    self.get_state.send_replace(GET_OPEN);
                     let mut dec = SseDecoder::new(self.cfg.max_response);
                     dec.last_event_id = last.clone();
                     let mut body = r.into_body();
@@ -952,6 +977,7 @@ impl Remote {
                             _ => break,
                         }
                     }
+                    self.get_state.send_replace(GET_CONNECTING);
                     last = dec.last_event_id.clone();
                     if let Some(ms) = dec.retry_ms {
                         retry = Duration::from_millis(ms.min(60_000));
@@ -1111,6 +1137,77 @@ impl Remote {
     // Calls
     // -----------------------------------------------------------------------------------------
 
+    /// The remote's era (found on first use); None when it cannot be reached.
+    pub async fn era(&self) -> Option<Era> {
+        match self.mode().await {
+            Ok(Mode::Modern) => Some(Era::Modern),
+            Ok(Mode::Legacy { .. }) => Some(Era::Legacy),
+            Err(f) => {
+                debug!("remote era unknown: {}", f.reason());
+                None
+            }
+        }
+    }
+
+    /// The remote's server capabilities: from its `InitializeResult` (2025, opening the
+    /// session if needed) or its `server/discover` result (2026). Null when unreachable.
+    pub async fn capabilities(self: &Arc<Self>) -> serde_json::Value {
+        let init = match self.mode().await {
+            Ok(Mode::Legacy { version }) => match self.ensure_session(&version).await {
+                Ok(s) => s.init_result.get().to_owned(),
+                Err(_) => return serde_json::Value::Null,
+            },
+            Ok(Mode::Modern) => match self.host_initialize(None).await {
+                Outcome::Result(r) => r.get().to_owned(),
+                _ => return serde_json::Value::Null,
+            },
+            Err(_) => return serde_json::Value::Null,
+        };
+        serde_json::from_str::<serde_json::Value>(&init)
+            .ok()
+            .and_then(|mut v| v.get_mut("capabilities").map(serde_json::Value::take))
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Wait (at most `limit`) until the 2025 GET stream is open or known to be unavailable;
+    /// true when it is open.
+    pub async fn wait_get_stream(&self, limit: Duration) -> bool {
+        let mut rx = self.get_state.subscribe();
+        let r = tokio::time::timeout(limit, rx.wait_for(|s| *s != GET_CONNECTING)).await;
+        matches!(r, Ok(Ok(s)) if *s == GET_OPEN)
+    }
+
+    /// A 2026 host asked for logs at `level` on a 2025 remote, which logs per session: lower
+    /// the session's level with `logging/setLevel` when `level` is below it (once per change;
+    /// each call's messages are filtered by its own level in the face).
+    pub async fn ensure_log_level(self: &Arc<Self>, level: &'static str) {
+        let _g = self.log_lock.lock().await;
+        if !self.log_floor.lower(level) {
+            return;
+        }
+        let call = Call {
+            method: "logging/setLevel".into(),
+            params: Some(jsonrpc::raw(&json!({ "level": level }).to_string())),
+            ctx: crate::call::CallCtx {
+                client_era: Era::Legacy,
+                ..crate::call::CallCtx::modern()
+            },
+        };
+        let (tx, _rx) = mpsc::channel(1);
+        let o = tokio::time::timeout(Duration::from_secs(10), self.call(call, tx)).await;
+        match o {
+            Ok(Outcome::Result(_)) => {
+                info!("the 2025 remote now logs at {level} (logging/setLevel)")
+            }
+            Ok(_) | Err(_) => {
+                warn!(
+                    "logging/setLevel {level} failed at the remote; will retry on the next request"
+                );
+                self.log_floor.reset();
+            }
+        }
+    }
+
     /// Keep the host's `initialize` params: a 2025 remote is initialised with them.
     pub fn set_host_init(&self, params: Option<&RawValue>) {
         *self.init_params.lock().unwrap_or_else(|p| p.into_inner()) = params.map(ToOwned::to_owned);
@@ -1170,7 +1267,12 @@ impl Remote {
     /// Carry one call to the remote. Dropping the future cancels it there.
     pub async fn call(self: &Arc<Self>, call: Call, events: mpsc::Sender<CallEvent>) -> Outcome {
         let fut = self.call_inner(&call, &events);
-        match self.cfg.request_timeout {
+        // A listen stream stays open as long as its subscriber wants: no request timeout.
+        let limit = self
+            .cfg
+            .request_timeout
+            .filter(|_| call.method != "subscriptions/listen");
+        match limit {
             Some(t) => match tokio::time::timeout(t, fut).await {
                 Ok(o) => o,
                 Err(_) => {
@@ -1226,11 +1328,9 @@ impl Remote {
         call: &Call,
         events: &mpsc::Sender<CallEvent>,
     ) -> Outcome {
+        // A 2025 host's `logging/setLevel` never gets here: the stdio face keeps the level and
+        // stamps it on the host's later requests as `_meta` logLevel.
         let legacy_host = call.ctx.client_era == Era::Legacy;
-        if legacy_host && call.method == "logging/setLevel" {
-            // 2026 has no session-wide log level; accept it so 2025 hosts carry on.
-            return Outcome::Result(jsonrpc::raw("{}"));
-        }
         let stamped;
         let mut params = call.params.as_deref();
         if !call.ctx.stamp_meta.is_empty() {
