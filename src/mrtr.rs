@@ -1,6 +1,20 @@
 //! Multi-round-trip (2026 `input_required`) bookkeeping for translating between eras:
 //! the bridge's own `requestState` (HMAC-signed, expiring, bound to the caller, the method and
-//! the params), the capability gate for input requests, and the parked-call store.
+//! the params), the capability gate for input requests, the parked-call store, and the
+//! era mapping of input-request payloads shared by `serve` and `connect`.
+//!
+//! URL-mode elicitation across eras (digest §8, "URL elicitation completion"):
+//! - capability gate: URL mode needs `elicitation.url`; form mode needs `elicitation: {}` or
+//!   `elicitation.form` (a client that names only `url` gets no form);
+//! - 2025 → 2026 (`to_modern_input`): `elicitationId` has no 2026 counterpart and is dropped
+//!   from the `inputRequests` entry (the bridge still answers the 2025 upstream under the
+//!   upstream's own request id, so nothing is lost);
+//! - 2026 → 2025 (`to_legacy_input`): a URL-mode request gets a bridge-minted `elicitationId`
+//!   (`mcpb-el-N`, required by 2025-11-25), unique within the bridge process;
+//! - `notifications/elicitation/complete` (2025-only, optional) is dropped toward 2026 clients
+//!   and hosts (`is_legacy_only_notification`), logged at debug and counted; the bridge does
+//!   not synthesise it toward 2025 clients of a 2026 upstream: the notification is optional,
+//!   and the call's final result already tells the client the interaction is over.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -190,13 +204,59 @@ pub fn capability_declared(caps: Option<&RawValue>, need: (&str, Option<&str>)) 
     let Some(c) = caps.and_then(Fields::parse) else {
         return false;
     };
-    let Some(top) = c.get(need.0) else {
+    let Some(top) = c.get(need.0).filter(|t| t.get() != "null") else {
         return false;
     };
-    match need.1 {
-        None => true,
-        Some(sub) => Fields::parse(top).is_some_and(|f| f.has(sub)),
+    match need {
+        // Form elicitation: `elicitation: {}` means form only; otherwise `form` must be named.
+        ("elicitation", None) => Fields::parse(top).is_none_or(|f| f.0.is_empty() || f.has("form")),
+        (_, None) => true,
+        (_, Some(sub)) => Fields::parse(top).is_some_and(|f| f.has(sub)),
     }
+}
+
+/// Is this an `elicitation/create` in URL mode?
+fn is_url_elicitation(method: &str, params: Option<&RawValue>) -> bool {
+    method == "elicitation/create"
+        && required_capability(method, params).is_some_and(|(_, sub)| sub == Some("url"))
+}
+
+/// A 2025 upstream's server request as a 2026 `inputRequests` entry's params: URL-mode
+/// elicitation loses its `elicitationId` (no 2026 counterpart). None: use the params as-is.
+pub fn to_modern_input(method: &str, params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    if !is_url_elicitation(method, params) {
+        return None;
+    }
+    let mut v: Value = serde_json::from_str(params?.get()).ok()?;
+    v.as_object_mut()?.remove("elicitationId")?;
+    serde_json::value::to_raw_value(&v).ok()
+}
+
+static NEXT_ELICITATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A 2026 upstream's input request as a 2025 server request's params: URL-mode elicitation
+/// gets the `elicitationId` 2025-11-25 requires (minted here). None: use the params as-is.
+pub fn to_legacy_input(method: &str, params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    if !is_url_elicitation(method, params) {
+        return None;
+    }
+    let mut v: Value = serde_json::from_str(params?.get()).ok()?;
+    let o = v.as_object_mut()?;
+    if o.get("elicitationId").is_some_and(Value::is_string) {
+        return None;
+    }
+    let n = NEXT_ELICITATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    o.insert(
+        "elicitationId".into(),
+        Value::String(format!("mcpb-el-{n}")),
+    );
+    serde_json::value::to_raw_value(&v).ok()
+}
+
+/// Notifications that exist only in 2025 and have no 2026 counterpart on a request's stream:
+/// not relayed to 2026 clients.
+pub fn is_legacy_only_notification(method: &str) -> bool {
+    matches!(method, "notifications/elicitation/complete")
 }
 
 /// One upstream request waiting for the client's input: (input key, the upstream's request
@@ -339,5 +399,51 @@ mod tests {
             Some(&caps),
             required_capability("sampling/createMessage", None).unwrap()
         ));
+        // `{}` is form only; naming only `url` excludes form.
+        let form_need = required_capability("elicitation/create", Some(&form)).unwrap();
+        let url_need = required_capability("elicitation/create", Some(&url)).unwrap();
+        let bare = raw(r#"{"elicitation":{}}"#);
+        assert!(capability_declared(Some(&bare), form_need));
+        assert!(!capability_declared(Some(&bare), url_need));
+        let only_url = raw(r#"{"elicitation":{"url":{}}}"#);
+        assert!(!capability_declared(Some(&only_url), form_need));
+        assert!(capability_declared(Some(&only_url), url_need));
+        let null = raw(r#"{"elicitation":null}"#);
+        assert!(!capability_declared(Some(&null), form_need));
+    }
+
+    #[test]
+    fn url_elicitation_maps_between_eras() {
+        let legacy =
+            raw(r#"{"mode":"url","message":"m","url":"https://x/a","elicitationId":"e-7"}"#);
+        let modern = to_modern_input("elicitation/create", Some(&legacy)).unwrap();
+        let v: Value = serde_json::from_str(modern.get()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"mode":"url","message":"m","url":"https://x/a"})
+        );
+        let back = to_legacy_input("elicitation/create", Some(&modern)).unwrap();
+        let v: Value = serde_json::from_str(back.get()).unwrap();
+        assert!(v["elicitationId"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("mcpb-el-")));
+        assert_eq!(v["url"], "https://x/a");
+        // Another request gets another id.
+        let again = to_legacy_input("elicitation/create", Some(&modern)).unwrap();
+        assert_ne!(back.get(), again.get());
+        // An id already present is kept; form mode and other methods are untouched.
+        assert!(to_legacy_input("elicitation/create", Some(&legacy)).is_none());
+        let form = raw(r#"{"mode":"form","message":"m","requestedSchema":{}}"#);
+        assert!(to_modern_input("elicitation/create", Some(&form)).is_none());
+        assert!(to_legacy_input("elicitation/create", Some(&form)).is_none());
+        assert!(to_legacy_input("roots/list", None).is_none());
+        // Junk does not panic.
+        let junk = raw(r#"{"mode":"url","elicitationId":3}"#);
+        assert!(to_legacy_input("elicitation/create", Some(&junk)).is_some());
+        assert!(to_modern_input("elicitation/create", Some(&raw("[1]"))).is_none());
+        assert!(is_legacy_only_notification(
+            "notifications/elicitation/complete"
+        ));
+        assert!(!is_legacy_only_notification("notifications/progress"));
     }
 }
