@@ -13,6 +13,8 @@
 //! - 2025 host, 2026 remote: an `input_required` result becomes requests to the host
 //!   (`"mcp-bridge:N"` ids); with every answer in, the remote is retried with `inputResponses`
 //!   and the exact `requestState` under a new id, at most `MAX_ROUNDS` times.
+//! - URL elicitation: `elicitationId` dropped toward a 2026 host, minted toward a 2025 host;
+//!   `notifications/elicitation/complete` is not relayed to a 2026 host (see `crate::mrtr`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -661,12 +663,11 @@ impl Face {
             let (tx, rx) = oneshot::channel();
             lock(&self.input_waits).insert(ours.clone(), tx);
             debug!("asking the host {m} as {ours} for the 2026 remote");
-            self.send(jsonrpc::request(
-                &ours,
-                &m,
-                rf.get("params").map(RawValue::get),
-            ))
-            .await;
+            // URL elicitation needs an elicitationId in 2025-11-25 (see crate::mrtr).
+            let legacy = mrtr::to_legacy_input(&m, rf.get("params"));
+            let params = legacy.as_deref().or(rf.get("params"));
+            self.send(jsonrpc::request(&ours, &m, params.map(RawValue::get)))
+                .await;
             waits.push((key.to_string(), ours, rx));
         }
         let mut answers = serde_json::Map::new();
@@ -702,6 +703,11 @@ impl Face {
 
     async fn forward_call_event(self: &Arc<Self>, ev: CallEvent, modern_host: bool) {
         match ev {
+            CallEvent::Notification { method, .. }
+                if modern_host && mrtr::is_legacy_only_notification(&method) =>
+            {
+                debug!("not relaying {method} to a 2026 host");
+            }
             CallEvent::Notification { method, params } => {
                 self.send(jsonrpc::notification(
                     &method,
