@@ -11,6 +11,12 @@
 //!   upstream's own request id, so nothing is lost);
 //! - 2026 → 2025 (`to_legacy_input`): a URL-mode request gets a bridge-minted `elicitationId`
 //!   (`mcpb-el-N`, required by 2025-11-25), unique within the bridge process;
+//! - a 2025 upstream's `-32042` URLElicitationRequired error (retired in 2026) becomes, for a
+//!   2026 client that declared `elicitation.url`, an `input_required` result with those URL
+//!   elicitations and no `requestState` (`url_required_for_modern`); the client's retry runs
+//!   the call again without its `inputResponses` (`strip_input_responses`), which is what a
+//!   2025 client does after the out-of-band step. A client without `elicitation.url` gets
+//!   `-32021` naming it instead;
 //! - `notifications/elicitation/complete` (2025-only, optional) is dropped toward 2026 clients
 //!   and hosts (`is_legacy_only_notification`), logged at debug and counted; the bridge does
 //!   not synthesise it toward 2025 clients of a 2026 upstream: the notification is optional,
@@ -253,6 +259,61 @@ pub fn to_legacy_input(method: &str, params: Option<&RawValue>) -> Option<Box<Ra
     serde_json::value::to_raw_value(&v).ok()
 }
 
+/// 2025-11-25's URLElicitationRequired error code (retired in 2026).
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+
+/// A 2025 upstream's error for a 2026 client: `-32042` becomes `Ok(input_required result)` for
+/// a client that declared `elicitation.url`, else `Err(-32021 error object)`. None: leave the
+/// error as it is.
+pub fn url_required_for_modern(
+    error: &RawValue,
+    caps: Option<&RawValue>,
+) -> Option<Result<String, String>> {
+    let v: Value = serde_json::from_str(error.get()).ok()?;
+    if v.get("code")?.as_i64()? != URL_ELICITATION_REQUIRED {
+        return None;
+    }
+    if !capability_declared(caps, ("elicitation", Some("url"))) {
+        let data = serde_json::json!({"requiredCapabilities": {"elicitation": {"url": {}}}});
+        return Some(Err(crate::jsonrpc::error_object(
+            crate::jsonrpc::code::MISSING_CLIENT_CAPABILITY,
+            "Missing required client capability: elicitation.url",
+            Some(&data),
+        )));
+    }
+    let list = v.get("data")?.get("elicitations")?.as_array()?;
+    let mut reqs = serde_json::Map::new();
+    for e in list {
+        let mut p = e.as_object()?.clone();
+        p.remove("elicitationId");
+        p.insert("mode".into(), Value::String("url".into()));
+        reqs.insert(
+            format!("url{}", reqs.len() + 1),
+            serde_json::json!({"method": "elicitation/create", "params": p}),
+        );
+    }
+    if reqs.is_empty() {
+        return None;
+    }
+    Some(Ok(serde_json::json!({
+        "resultType": "input_required",
+        "inputRequests": reqs,
+    })
+    .to_string()))
+}
+
+/// A 2026 client's params without `inputResponses` (a retry after a translated `-32042`
+/// carries no state of ours: it is the original call again). None: nothing to strip.
+pub fn strip_input_responses(params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    let f = Fields::parse(params?)?;
+    if !f.has("inputResponses") || f.has("requestState") {
+        return None;
+    }
+    let mut v: Value = serde_json::from_str(params?.get()).ok()?;
+    v.as_object_mut()?.remove("inputResponses");
+    serde_json::value::to_raw_value(&v).ok()
+}
+
 /// Notifications that exist only in 2025 and have no 2026 counterpart on a request's stream:
 /// not relayed to 2026 clients.
 pub fn is_legacy_only_notification(method: &str) -> bool {
@@ -445,5 +506,45 @@ mod tests {
             "notifications/elicitation/complete"
         ));
         assert!(!is_legacy_only_notification("notifications/progress"));
+    }
+
+    #[test]
+    fn url_required_error_becomes_input_required() {
+        let err = raw(
+            r#"{"code":-32042,"message":"auth","data":{"elicitations":[{"mode":"url","message":"m","url":"https://x/a","elicitationId":"e1"}]}}"#,
+        );
+        let caps = raw(r#"{"elicitation":{"url":{}}}"#);
+        let r = url_required_for_modern(&err, Some(&caps)).unwrap().unwrap();
+        let v: Value = serde_json::from_str(&r).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"resultType":"input_required","inputRequests":{"url1":{
+                "method":"elicitation/create",
+                "params":{"mode":"url","message":"m","url":"https://x/a"}}}})
+        );
+        let form = raw(r#"{"elicitation":{}}"#);
+        let e = url_required_for_modern(&err, Some(&form))
+            .unwrap()
+            .unwrap_err();
+        let v: Value = serde_json::from_str(&e).unwrap();
+        assert_eq!(v["code"], -32021);
+        assert_eq!(
+            v["data"]["requiredCapabilities"]["elicitation"]["url"],
+            serde_json::json!({})
+        );
+        assert!(
+            url_required_for_modern(&raw(r#"{"code":-32603,"message":"x"}"#), Some(&caps))
+                .is_none()
+        );
+        let empty = raw(r#"{"code":-32042,"message":"x","data":{"elicitations":[]}}"#);
+        assert!(url_required_for_modern(&empty, Some(&caps)).is_none());
+        assert!(url_required_for_modern(&raw("7"), Some(&caps)).is_none());
+
+        let p = raw(r#"{"name":"t","inputResponses":{"url1":{"action":"accept"}}}"#);
+        let s = strip_input_responses(Some(&p)).unwrap();
+        assert_eq!(s.get(), r#"{"name":"t"}"#);
+        let ours = raw(r#"{"name":"t","inputResponses":{},"requestState":"s"}"#);
+        assert!(strip_input_responses(Some(&ours)).is_none());
+        assert!(strip_input_responses(Some(&raw(r#"{"name":"t"}"#))).is_none());
     }
 }

@@ -11,7 +11,8 @@
 //! `inputRequests` entry, no `elicitationId`), that the tool's final text carries the client's
 //! answer, and that a client which declared only form elicitation is never sent a URL one.
 //! Where both ends speak 2025 the `notifications/elicitation/complete` must reach the client with
-//! the demo's id; a 2026 client must never see it.
+//! the demo's id; a 2026 client must never see it. A 2025 upstream's `-32042` error reaches 2025
+//! clients as it is and 2026 clients as `input_required` (or `-32021` without `elicitation.url`).
 
 mod connect_harness;
 
@@ -114,6 +115,35 @@ impl Client {
                     era,
                 }
             }
+        }
+    }
+
+    /// 2026 only: one `tools/call` with `extra` params, its response as it came.
+    async fn call_once(
+        &mut self,
+        id: &str,
+        tool: &str,
+        args: Value,
+        extra: Value,
+        full: bool,
+    ) -> Value {
+        let mut params = json!({"name": tool, "arguments": args,
+            "_meta": {META_PV: MODERN, META_CAPS: caps(Era::E2026, full)}});
+        if let Some(o) = extra.as_object() {
+            for (k, v) in o {
+                params[k] = v.clone();
+            }
+        }
+        match self {
+            Client::Modern { c, url } => {
+                let r = post_modern(c, url, &modern_request(json!(id), "tools/call", params)).await;
+                r.last().clone()
+            }
+            Client::Host { h, era: Era::E2026 } => {
+                h.request(json!(id), "tools/call", params);
+                h.response(&json!(id), T)
+            }
+            _ => panic!("call_once is for 2026 clients"),
         }
     }
 
@@ -391,6 +421,51 @@ async fn combination(face: Face, client_era: Era, upstream: Era) {
     assert_eq!(ex.asked[0].0, "roots/list", "{tag}: {ex:?}");
     assert_eq!(ex.text(), format!("roots: {ROOTS}"), "{tag}: {ex:?}");
     assert_ne!(ex.fin["result"]["isError"], true, "{tag}: {ex:?}");
+
+    // --- a 2025 upstream's -32042 URLElicitationRequired (retired in 2026) ------------------
+    if upstream == Era::E2025 {
+        let args = json!({"code": -32042, "message": "authorization needed",
+            "data": {"elicitations": [
+                {"mode": "url", "message": "sign in", "url": URL, "elicitationId": "auth-1"}]}});
+        match client_era {
+            // 2025 clients get it as it is.
+            Era::E2025 => {
+                let ex = cl.call(5, "error", args, true).await;
+                assert_eq!(ex.fin["error"]["code"], -32042, "{tag}: {ex:?}");
+                assert_eq!(
+                    ex.fin["error"]["data"]["elicitations"][0]["elicitationId"], "auth-1",
+                    "{tag}: {ex:?}"
+                );
+            }
+            // 2026 clients get input_required with the URL elicitation and no state; the
+            // retry runs the call again (the demo errs again, so: input_required again).
+            Era::E2026 => {
+                let want = json!({"url1": {"method": "elicitation/create",
+                    "params": {"mode": "url", "message": "sign in", "url": URL}}});
+                let r = cl
+                    .call_once("url-req-1", "error", args.clone(), json!({}), true)
+                    .await;
+                assert_eq!(r["result"]["resultType"], "input_required", "{tag}: {r}");
+                assert_eq!(r["result"]["inputRequests"], want, "{tag}: {r}");
+                assert!(r["result"].get("requestState").is_none(), "{tag}: {r}");
+                let retry = json!({"inputResponses": {"url1": {"action": "accept"}}});
+                let r = cl
+                    .call_once("url-req-2", "error", args.clone(), retry, true)
+                    .await;
+                assert_eq!(r["result"]["inputRequests"], want, "{tag}: {r}");
+                // Without elicitation.url: -32021 naming it.
+                let r = cl
+                    .call_once("url-req-3", "error", args, json!({}), false)
+                    .await;
+                assert_eq!(r["error"]["code"], -32021, "{tag}: {r}");
+                assert_eq!(
+                    r["error"]["data"]["requiredCapabilities"],
+                    json!({"elicitation": {"url": {}}}),
+                    "{tag}: {r}"
+                );
+            }
+        }
+    }
 
     // --- a client that declared only form elicitation is never sent a URL one --------------
     let mut form_only = Client::open(face, client_era, upstream, &serve, false).await;

@@ -145,10 +145,24 @@ impl Responder {
         );
         match outcome {
             Outcome::Result(r) => (StatusCode::OK, jsonrpc::result(id, r.get())),
-            Outcome::Error(e) => (
-                self.status_for(protocol::error_code(&e)),
-                jsonrpc::error_raw(Some(id), e.get()),
-            ),
+            Outcome::Error(e) => {
+                // A 2025 child's -32042 (retired in 2026) for a 2026 client: see crate::mrtr.
+                match self
+                    .mrtr
+                    .as_ref()
+                    .and_then(|m| crate::mrtr::url_required_for_modern(&e, m.caps.as_deref()))
+                {
+                    Some(Ok(r)) => (StatusCode::OK, jsonrpc::result(id, &r)),
+                    Some(Err(obj)) => (
+                        self.status_for(Some(code::MISSING_CLIENT_CAPABILITY)),
+                        jsonrpc::error_raw(Some(id), &obj),
+                    ),
+                    None => (
+                        self.status_for(protocol::error_code(&e)),
+                        jsonrpc::error_raw(Some(id), e.get()),
+                    ),
+                }
+            }
             Outcome::Failed(be) => {
                 self.metrics.rpc_error(
                     &self.server,

@@ -14,7 +14,8 @@
 //!   (`"mcp-bridge:N"` ids); with every answer in, the remote is retried with `inputResponses`
 //!   and the exact `requestState` under a new id, at most `MAX_ROUNDS` times.
 //! - URL elicitation: `elicitationId` dropped toward a 2026 host, minted toward a 2025 host;
-//!   `notifications/elicitation/complete` is not relayed to a 2026 host (see `crate::mrtr`).
+//!   `notifications/elicitation/complete` is not relayed to a 2026 host; a 2025 remote's
+//!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::mrtr`).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -364,8 +365,10 @@ impl Face {
             round: 0,
             park_id: None,
         };
+        let caps = park.caps.clone();
         let r = self.start(call);
-        self.follow(id, r, token, true, Some(park)).await
+        let o = self.follow(id, r, token, true, Some(park)).await;
+        o.map(|o| url_required_for_modern(o, caps.as_deref()))
     }
 
     /// Start a call at the remote in its own task.
@@ -871,6 +874,18 @@ impl Face {
 /// The `clientCapabilities` a 2026 request declared in its `_meta`.
 fn client_caps(params: Option<&RawValue>) -> Option<Box<RawValue>> {
     jsonrpc::meta_field(params, protocol::META_CLIENT_CAPABILITIES).map(ToOwned::to_owned)
+}
+
+/// A 2025 remote's `-32042` (retired in 2026) for a 2026 host: `input_required` with the URL
+/// elicitations, or `-32021` without `elicitation.url` (see `crate::mrtr`). The host's retry
+/// reaches the remote as the same call again (plus `inputResponses`, which 2025 ignores).
+fn url_required_for_modern(o: Outcome, caps: Option<&RawValue>) -> Outcome {
+    let Outcome::Error(e) = &o else { return o };
+    match mrtr::url_required_for_modern(e, caps) {
+        Some(Ok(r)) => Outcome::Result(jsonrpc::raw(&r)),
+        Some(Err(obj)) => Outcome::Error(jsonrpc::raw(&obj)),
+        None => o,
+    }
 }
 
 fn internal_error(msg: &str) -> Outcome {
