@@ -2,6 +2,11 @@
 //! first thing back is the final answer, otherwise a request-scoped SSE stream that carries
 //! notifications and server requests, then the final answer, then ends. Dropping the stream
 //! (the client hung up) drops the call handle, which cancels the call upstream.
+//!
+//! Era details it owns on the way out: a 2025 child's server requests are parked as
+//! `input_required` for 2026 clients (`MrtrCtx`) or offered to the 2025 session's capability
+//! gate (`ServerRequestSink::admit`); 2025-only notifications and the `-32042` error are mapped
+//! for 2026 clients as `crate::mrtr` describes.
 
 use std::convert::Infallible;
 use std::sync::Arc;
