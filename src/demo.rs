@@ -4,9 +4,11 @@
 //! bridge's test and benchmark child. It speaks both protocol eras:
 //!
 //! * **2025 (legacy)**: `initialize` handshake, server->client requests
-//!   (`sampling/createMessage`, `elicitation/create`, `roots/list`) sent on
-//!   the output stream with server-minted ids (`"demo-N"`), session-wide
-//!   `logging/setLevel`, untagged list-changed notifications.
+//!   (`sampling/createMessage`, `elicitation/create` in form and URL mode,
+//!   `roots/list`) sent on the output stream with server-minted ids
+//!   (`"demo-N"`; URL elicitations carry an `elicitationId` and, once
+//!   accepted, are followed by `notifications/elicitation/complete`),
+//!   session-wide `logging/setLevel`, untagged list-changed notifications.
 //! * **2026-07-28 (modern)**: stateless requests identified by
 //!   `params._meta["io.modelcontextprotocol/protocolVersion"]`,
 //!   `server/discover`, `resultType` / cache hints on results, multi
@@ -17,7 +19,7 @@
 //! stream carries only MCP messages; human-readable logs go to stderr, each
 //! line prefixed `demo: `. Requests are handled concurrently: quick ones
 //! inline in the reader loop, long-running ones (`slow`, legacy
-//! `sample`/`elicit`/`roots`) in their own tasks that `notifications/cancelled`
+//! `sample`/`elicit`/`elicit_url`/`roots`) in their own tasks that `notifications/cancelled`
 //! can stop. A single writer task owns the output and batches queued lines
 //! into one flush.
 //!
@@ -1687,6 +1689,27 @@ impl Shared {
                 }
                 self.input_tool(req, InputKind::Elicitation, params)
             }
+            "elicit_url" => {
+                #[derive(Deserialize)]
+                struct A<'a> {
+                    #[serde(borrow)]
+                    url: Cow<'a, str>,
+                    #[serde(borrow, default)]
+                    message: Option<Cow<'a, str>>,
+                }
+                let a = args!(A);
+                let message = a
+                    .message
+                    .map(Cow::into_owned)
+                    .unwrap_or_else(|| "Please open the link to continue.".to_owned());
+                let mut params = json!({ "mode": "url", "message": message, "url": a.url });
+                // 2025-11-25 identifies the out-of-band interaction; 2026 has no such id.
+                if let (false, Some(obj)) = (req.is_modern(), params.as_object_mut()) {
+                    let n = self.next_server_id.fetch_add(1, Ordering::Relaxed);
+                    obj.insert("elicitationId".to_owned(), json!(format!("demo-el-{n}")));
+                }
+                self.input_tool(req, InputKind::ElicitationUrl, params)
+            }
             "roots" => self.input_tool(req, InputKind::Roots, json!({})),
             "lookup" => {
                 #[derive(Deserialize)]
@@ -1825,23 +1848,35 @@ impl Shared {
         req.text(&format!("updated: {n}"))
     }
 
-    /// `sample`, `elicit`, `roots`: ask the client for input. Legacy: a real
-    /// server->client request in a background task. Modern: multi round-trip
-    /// via `input_required`.
+    /// `sample`, `elicit`, `elicit_url`, `roots`: ask the client for input.
+    /// Legacy: a real server->client request in a background task (for an
+    /// accepted URL elicitation followed by `notifications/elicitation/complete`).
+    /// Modern: multi round-trip via `input_required`.
     fn input_tool(self: &Arc<Self>, req: &Request<'_>, kind: InputKind, params: Value) -> Reply {
         let Some(m) = &req.modern else {
-            let granted = lock(&self.legacy)
-                .client_caps
-                .get(kind.capability())
-                .is_some_and(|v| !v.is_null());
+            let granted = kind.granted(&lock(&self.legacy).client_caps);
             if !granted {
-                let text = format!("client lacks {}", kind.capability());
+                let text = format!("client lacks {}", kind.capability_label());
                 return req.reply(&ToolResult::error(&text), EX_NONE);
             }
             let shared = Arc::clone(self);
             let id = req.id.to_owned();
+            let elicitation_id = params.get("elicitationId").cloned();
             self.spawn_tracked(req.id, async move {
-                let (text, is_error) = match shared.ask_client(kind.method(), params).await {
+                let answer = shared.ask_client(kind.method(), params).await;
+                if let (Ok(v), Some(eid)) = (&answer, elicitation_id) {
+                    // The demo's out-of-band interaction is over as soon as it is accepted.
+                    if v.get("action").and_then(Value::as_str) == Some("accept") {
+                        let params = json!({ "elicitationId": eid });
+                        let _ = shared
+                            .emit(notification_line(
+                                "notifications/elicitation/complete",
+                                params,
+                            ))
+                            .await;
+                    }
+                }
+                let (text, is_error) = match answer {
                     Ok(v) => match kind.finish(&v) {
                         Ok(t) => (t, false),
                         Err(e) => (format!("{} failed: {e}", kind.capability()), true),
@@ -1883,22 +1918,18 @@ impl Shared {
 
         let caps: Value = serde_json::from_str(m.caps.get()).unwrap_or(Value::Null);
         let cap = caps.get(kind.capability()).filter(|v| !v.is_null());
-        let granted = match (kind, cap) {
-            (_, None) => false,
-            // Elicitation `{}` means form mode only; otherwise `form` must be named.
-            (InputKind::Elicitation, Some(c)) => c
-                .as_object()
-                .is_none_or(|o| o.is_empty() || o.contains_key("form")),
-            (_, Some(_)) => true,
-        };
-        if !granted {
+        if !kind.granted(&caps) {
             let required = match kind {
                 InputKind::Elicitation if cap.is_some() => json!({ "elicitation": { "form": {} } }),
+                InputKind::ElicitationUrl => json!({ "elicitation": { "url": {} } }),
                 _ => json!({ kind.capability(): {} }),
             };
             return Err(RpcError::new(
                 MISSING_CLIENT_CAPABILITY,
-                format!("Missing required client capability: {}", kind.capability()),
+                format!(
+                    "Missing required client capability: {}",
+                    kind.capability_label()
+                ),
             )
             .with_data(json!({ "requiredCapabilities": required })));
         }
@@ -2028,7 +2059,10 @@ fn listen_notification(method: &str, listen_id: &RawValue) -> Vec<u8> {
 #[derive(Debug, Clone, Copy)]
 enum InputKind {
     Sampling,
+    /// Form-mode elicitation.
     Elicitation,
+    /// URL-mode elicitation (needs `elicitation.url`).
+    ElicitationUrl,
     Roots,
 }
 
@@ -2037,6 +2071,7 @@ impl InputKind {
         match self {
             InputKind::Sampling => "sample",
             InputKind::Elicitation => "elicit",
+            InputKind::ElicitationUrl => "elicit_url",
             InputKind::Roots => "roots",
         }
     }
@@ -2044,15 +2079,38 @@ impl InputKind {
     fn capability(self) -> &'static str {
         match self {
             InputKind::Sampling => "sampling",
-            InputKind::Elicitation => "elicitation",
+            InputKind::Elicitation | InputKind::ElicitationUrl => "elicitation",
             InputKind::Roots => "roots",
+        }
+    }
+
+    /// The capability as named in messages.
+    fn capability_label(self) -> &'static str {
+        match self {
+            InputKind::ElicitationUrl => "elicitation.url",
+            k => k.capability(),
+        }
+    }
+
+    /// Did the client (its `ClientCapabilities`) declare what this needs?
+    /// Elicitation `{}` means form mode only; otherwise the mode must be named.
+    fn granted(self, caps: &Value) -> bool {
+        let Some(cap) = caps.get(self.capability()).filter(|v| !v.is_null()) else {
+            return false;
+        };
+        match self {
+            InputKind::Elicitation => cap
+                .as_object()
+                .is_none_or(|o| o.is_empty() || o.contains_key("form")),
+            InputKind::ElicitationUrl => cap.get("url").is_some_and(|v| !v.is_null()),
+            InputKind::Sampling | InputKind::Roots => true,
         }
     }
 
     fn method(self) -> &'static str {
         match self {
             InputKind::Sampling => "sampling/createMessage",
-            InputKind::Elicitation => "elicitation/create",
+            InputKind::Elicitation | InputKind::ElicitationUrl => "elicitation/create",
             InputKind::Roots => "roots/list",
         }
     }
@@ -2062,6 +2120,7 @@ impl InputKind {
         match self {
             InputKind::Sampling => "s1",
             InputKind::Elicitation => "e1",
+            InputKind::ElicitationUrl => "u1",
             InputKind::Roots => "r1",
         }
     }
@@ -2082,6 +2141,13 @@ impl InputKind {
                     .ok_or("ElicitResult without action")?;
                 let content = answer.get("content").unwrap_or(&Value::Null);
                 Ok(format!("elicited: action={action} content={content}"))
+            }
+            InputKind::ElicitationUrl => {
+                let action = answer
+                    .get("action")
+                    .and_then(Value::as_str)
+                    .ok_or("ElicitResult without action")?;
+                Ok(format!("elicited url: action={action}"))
             }
             InputKind::Roots => {
                 let roots = answer
@@ -2193,6 +2259,14 @@ fn tools_list() -> &'static RawValue {
                 "name": "elicit",
                 "description": "Ask the user (elicitation, form mode) for a name.",
                 "inputSchema": { "type": "object", "properties": { "message": { "type": "string" } }, "required": ["message"] },
+            },
+            {
+                "name": "elicit_url",
+                "description": "Ask the user to visit a URL (elicitation, URL mode; needs elicitation.url).",
+                "inputSchema": { "type": "object", "properties": {
+                    "url": { "type": "string" },
+                    "message": { "type": "string" },
+                }, "required": ["url"] },
             },
             {
                 "name": "roots",
@@ -2366,15 +2440,28 @@ mod tests {
         assert_eq!(
             names,
             [
-                "echo", "add", "slow", "fail", "bytes", "error", "sample", "elicit", "roots",
-                "lookup", "crash", "junk", "notify", "log"
+                "echo",
+                "add",
+                "slow",
+                "fail",
+                "bytes",
+                "error",
+                "sample",
+                "elicit",
+                "elicit_url",
+                "roots",
+                "lookup",
+                "crash",
+                "junk",
+                "notify",
+                "log"
             ]
         );
         for t in tools {
             assert_eq!(t["inputSchema"]["type"], "object", "{t}");
             assert!(t["inputSchema"]["properties"].is_object(), "{t}");
         }
-        let lookup = &tools[9]["inputSchema"]["properties"];
+        let lookup = &tools[10]["inputSchema"]["properties"];
         assert_eq!(lookup["region"]["x-mcp-header"], "Region");
         assert_eq!(lookup["id"]["x-mcp-header"], "Item-Id");
         assert!(list["result"].get("resultType").is_none());

@@ -1094,6 +1094,14 @@ async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
                 Ok(UpstreamEvent::ServerRequest { session, frame }) if session == st.s.id => {
                     if let Ok(env) = Envelope::parse(&frame) {
                         if let Some(id) = env.id {
+                            if !respond::ServerRequestSink::admit(
+                                &*st.s,
+                                id,
+                                env.method(),
+                                env.params,
+                            ) {
+                                continue;
+                            }
                             respond::ServerRequestSink::register(&*st.s, id);
                         }
                     }

@@ -1,5 +1,7 @@
 //! The 2026-07-28 stateless path of the HTTP face: validate the request's headers against its
-//! body and its required `_meta`, answer `server/discover` for 2025 children, forward the rest.
+//! body and its required `_meta`, answer `server/discover` for 2025 children, forward the rest;
+//! for a 2025 child, park calls that need the client's input and resume them on the retry
+//! (with `crate::face::respond` and `crate::mrtr`, which also map URL elicitation).
 
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::json;
@@ -267,7 +269,13 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         ctx.accepts_server_requests = true;
         mrtr = Some(mrtr_ctx(app, pc, 0, None));
     }
-    let params = pc.env.params.map(|p| p.to_owned());
+    let mut params = pc.env.params.map(|p| p.to_owned());
+    if mrtr.is_some() {
+        // A retry after a translated -32042 is the original call again (see crate::mrtr).
+        if let Some(p) = crate::mrtr::strip_input_responses(params.as_deref()) {
+            params = Some(p);
+        }
+    }
     app.run_call(
         &app.upstream,
         pc,

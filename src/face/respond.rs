@@ -2,6 +2,11 @@
 //! first thing back is the final answer, otherwise a request-scoped SSE stream that carries
 //! notifications and server requests, then the final answer, then ends. Dropping the stream
 //! (the client hung up) drops the call handle, which cancels the call upstream.
+//!
+//! Era details it owns on the way out: a 2025 child's server requests are parked as
+//! `input_required` for 2026 clients (`MrtrCtx`) or offered to the 2025 session's capability
+//! gate (`ServerRequestSink::admit`); 2025-only notifications and the `-32042` error are mapped
+//! for 2026 clients as `crate::mrtr` describes.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -82,6 +87,11 @@ pub fn status_only(status: StatusCode) -> Response<Body> {
 /// Where a call's server requests are recorded so the client's answers can be checked.
 pub trait ServerRequestSink: Send + Sync {
     fn register(&self, child_id: &RawValue);
+    /// May this server request go to the client (did it declare the capability)? On false
+    /// the sink has already answered the upstream with an error.
+    fn admit(&self, _child_id: &RawValue, _method: &str, _params: Option<&RawValue>) -> bool {
+        true
+    }
 }
 
 /// Everything the responder needs about the request it answers.
@@ -140,10 +150,24 @@ impl Responder {
         );
         match outcome {
             Outcome::Result(r) => (StatusCode::OK, jsonrpc::result(id, r.get())),
-            Outcome::Error(e) => (
-                self.status_for(protocol::error_code(&e)),
-                jsonrpc::error_raw(Some(id), e.get()),
-            ),
+            Outcome::Error(e) => {
+                // A 2025 child's -32042 (retired in 2026) for a 2026 client: see crate::mrtr.
+                match self
+                    .mrtr
+                    .as_ref()
+                    .and_then(|m| crate::mrtr::url_required_for_modern(&e, m.caps.as_deref()))
+                {
+                    Some(Ok(r)) => (StatusCode::OK, jsonrpc::result(id, &r)),
+                    Some(Err(obj)) => (
+                        self.status_for(Some(code::MISSING_CLIENT_CAPABILITY)),
+                        jsonrpc::error_raw(Some(id), &obj),
+                    ),
+                    None => (
+                        self.status_for(protocol::error_code(&e)),
+                        jsonrpc::error_raw(Some(id), e.get()),
+                    ),
+                }
+            }
             Outcome::Failed(be) => {
                 self.metrics.rpc_error(
                     &self.server,
@@ -162,6 +186,13 @@ impl Responder {
     fn event_frame(&self, ev: CallEvent) -> Option<Bytes> {
         match ev {
             CallEvent::Notification { method, params } => {
+                if self.client_era == Era::Modern
+                    && crate::mrtr::is_legacy_only_notification(&method)
+                {
+                    tracing::debug!("not relaying {method} to a 2026 client");
+                    self.metrics.dropped("legacy_only_notification");
+                    return None;
+                }
                 let params = params.map(|p| self.restore_ids(&method, p));
                 Some(jsonrpc::notification(
                     &method,
@@ -170,6 +201,10 @@ impl Responder {
             }
             CallEvent::ServerRequest { id, method, params } => {
                 if let Some(s) = &self.server_requests {
+                    if !s.admit(&id, &method, params.as_deref()) {
+                        self.metrics.dropped("undeclared_capability");
+                        return None;
+                    }
                     s.register(&id);
                 }
                 Some(jsonrpc::request(
@@ -460,8 +495,11 @@ pub enum Next {
 pub fn input_required_result(waiting: &[crate::mrtr::InputWait], state: &str) -> String {
     let mut reqs = serde_json::Map::new();
     for (key, _, method, params) in waiting {
-        let p: serde_json::Value = params
+        // 2025-only fields (URL elicitation's `elicitationId`) have no 2026 counterpart.
+        let modern = crate::mrtr::to_modern_input(method, params.as_deref());
+        let p: serde_json::Value = modern
             .as_deref()
+            .or(params.as_deref())
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_else(|| serde_json::json!({}));
         reqs.insert(

@@ -1,7 +1,10 @@
 //! 2026 upstream, 2025 client: an `input_required` result becomes real requests to the client
 //! on the call's SSE stream (ids the bridge mints, `mcpb-N`, which cannot collide with the
 //! upstream's); when every answer is in, the bridge retries upstream with `inputResponses` and
-//! the exact `requestState` under a new id. Rounds are bounded.
+//! the exact `requestState` under a new id. Rounds are bounded. An input request for a
+//! capability the client did not declare at `initialize` fails the call instead of reaching
+//! the client; URL-mode elicitation gets the `elicitationId` 2025 requires
+//! (`crate::mrtr::to_legacy_input`).
 
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -269,7 +272,7 @@ impl Driver {
             .await;
             return None;
         }
-        let mut waits = Vec::new();
+        let mut waits: Vec<(String, String, _)> = Vec::new();
         for (key, req) in reqs.0.iter() {
             let Some(rf) = Fields::parse(req) else {
                 continue;
@@ -280,9 +283,27 @@ impl Driver {
             else {
                 continue;
             };
+            let params = rf.get("params");
+            let declared = crate::mrtr::required_capability(&m, params).is_some_and(|need| {
+                crate::mrtr::capability_declared(self.session.client_caps(), need)
+            });
+            if !declared {
+                for (_, id, _) in &waits {
+                    self.session.forget_answer(id);
+                }
+                self.fail(
+                    code::INTERNAL_ERROR,
+                    &format!("the server asked for {m}, which the client did not declare"),
+                )
+                .await;
+                return None;
+            }
+            // URL elicitation needs an elicitationId in 2025-11-25: minted here.
+            let legacy = crate::mrtr::to_legacy_input(&m, params);
+            let params = legacy.as_deref().or(params);
             let id = format!("\"mcpb-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed));
             let rx = self.session.expect_answer(&id);
-            let frame = jsonrpc::request(&id, &m, rf.get("params").map(RawValue::get));
+            let frame = jsonrpc::request(&id, &m, params.map(RawValue::get));
             if self.tx.send(Next::Frame(frame)).await.is_err() {
                 self.session.forget_answer(&id);
                 return None;

@@ -1,5 +1,7 @@
 //! 2025-era sessions of the HTTP face: minting ids, the per-session state (negotiated version,
-//! the `_meta` stamped on its calls, calls in flight, requests the child asked of it), expiry.
+//! the `_meta` stamped on its calls, calls in flight, requests the child asked of it), expiry,
+//! and the capability gate for the child's server requests (the client's `initialize`
+//! capabilities; the shared child was told every capability the bridge can carry).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -201,6 +203,14 @@ impl Session {
         lock(&self.server_requests).remove(id)
     }
 
+    /// The capabilities the client declared at `initialize`.
+    pub fn client_caps(&self) -> Option<&RawValue> {
+        self.stamp_meta
+            .iter()
+            .find(|(k, _)| k == crate::protocol::META_CLIENT_CAPABILITIES)
+            .map(|(_, v)| &**v)
+    }
+
     /// Wait for the client's answer to a request the bridge sends it under `id`.
     pub fn expect_answer(&self, id: &str) -> tokio::sync::oneshot::Receiver<ClientAnswer> {
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -233,6 +243,32 @@ impl Session {
 }
 
 impl ServerRequestSink for Session {
+    /// The child (initialised by the bridge with every capability) asks for something this
+    /// client did not declare at `initialize` (e.g. URL elicitation from a form-only client):
+    /// refuse it to the child with -32601, as the client itself would.
+    fn admit(&self, child_id: &RawValue, method: &str, params: Option<&RawValue>) -> bool {
+        let Some(need) = crate::mrtr::required_capability(method, params) else {
+            return true;
+        };
+        if crate::mrtr::capability_declared(self.client_caps(), need) {
+            return true;
+        }
+        tracing::info!(
+            session = %self.id.get(..8).unwrap_or(&self.id),
+            "the child sent {method}, which this 2025 client did not declare: refused"
+        );
+        let err = crate::jsonrpc::error(
+            Some(child_id.get()),
+            crate::jsonrpc::code::METHOD_NOT_FOUND,
+            &format!("the client did not declare the capability {method} needs"),
+            None,
+        );
+        if let Err(e) = self.upstream.send_response(err) {
+            tracing::warn!("could not refuse the child's {method}: {e}");
+        }
+        false
+    }
+
     fn register(&self, child_id: &RawValue) {
         let mut g = lock(&self.server_requests);
         // Bounded: a client that never answers cannot grow this without end.

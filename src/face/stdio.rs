@@ -33,6 +33,9 @@
 //!   acknowledged), forwards its notifications without `subscriptionId`, re-opens it with
 //!   backoff when it ends, and closes it at shutdown. The host's `logging/setLevel` is kept and
 //!   stamped as `_meta` logLevel on its later requests.
+//! - URL elicitation: `elicitationId` dropped toward a 2026 host, minted toward a 2025 host;
+//!   `notifications/elicitation/complete` is not relayed to a 2026 host; a 2025 remote's
+//!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::mrtr`).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -516,8 +519,10 @@ impl Face {
             round: 0,
             park_id: None,
         };
+        let caps = park.caps.clone();
         let r = self.start(call);
-        self.follow(id, r, token, &who, Some(park)).await
+        let o = self.follow(id, r, token, &who, Some(park)).await;
+        o.map(|o| url_required_for_modern(o, caps.as_deref()))
     }
 
     /// Start a call at the remote in its own task.
@@ -817,12 +822,11 @@ impl Face {
             let (tx, rx) = oneshot::channel();
             lock(&self.input_waits).insert(ours.clone(), tx);
             debug!("asking the host {m} as {ours} for the 2026 remote");
-            self.send(jsonrpc::request(
-                &ours,
-                &m,
-                rf.get("params").map(RawValue::get),
-            ))
-            .await;
+            // URL elicitation needs an elicitationId in 2025-11-25 (see crate::mrtr).
+            let legacy = mrtr::to_legacy_input(&m, rf.get("params"));
+            let params = legacy.as_deref().or(rf.get("params"));
+            self.send(jsonrpc::request(&ours, &m, params.map(RawValue::get)))
+                .await;
             waits.push((key.to_string(), ours, rx));
         }
         let mut answers = serde_json::Map::new();
@@ -858,6 +862,11 @@ impl Face {
 
     async fn forward_call_event(self: &Arc<Self>, ev: CallEvent, who: &Who) {
         match ev {
+            CallEvent::Notification { method, .. }
+                if who.modern && mrtr::is_legacy_only_notification(&method) =>
+            {
+                debug!("not relaying {method} to a 2026 host");
+            }
             CallEvent::Notification { method, params } => {
                 let params = params.as_deref();
                 if who.modern {
@@ -1363,6 +1372,18 @@ impl Face {
 /// The `clientCapabilities` a 2026 request declared in its `_meta`.
 fn client_caps(params: Option<&RawValue>) -> Option<Box<RawValue>> {
     jsonrpc::meta_field(params, protocol::META_CLIENT_CAPABILITIES).map(ToOwned::to_owned)
+}
+
+/// A 2025 remote's `-32042` (retired in 2026) for a 2026 host: `input_required` with the URL
+/// elicitations, or `-32021` without `elicitation.url` (see `crate::mrtr`). The host's retry
+/// reaches the remote as the same call again (plus `inputResponses`, which 2025 ignores).
+fn url_required_for_modern(o: Outcome, caps: Option<&RawValue>) -> Outcome {
+    let Outcome::Error(e) = &o else { return o };
+    match mrtr::url_required_for_modern(e, caps) {
+        Some(Ok(r)) => Outcome::Result(jsonrpc::raw(&r)),
+        Some(Err(obj)) => Outcome::Error(jsonrpc::raw(&obj)),
+        None => o,
+    }
 }
 
 fn internal_error(msg: &str) -> Outcome {
