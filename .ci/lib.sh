@@ -15,7 +15,7 @@
 #   ci_npm_install DIR ATTEMPTS [SPEC...]
 #                             npm install SPECs (none: DIR/package.json's dependencies) into the
 #                             prefix DIR, output in DIR/npm-install.log (tail shown on failure)
-#   ci_free_port [PYTHON]     a free TCP port on 127.0.0.1
+#   ci_free_port PYTHON       a free TCP port on 127.0.0.1 (asked with the interpreter PYTHON)
 #   ci_wait_log PID FILE REGEX [TRIES [INTERVAL]]
 #                             wait until FILE has a line matching REGEX (grep -E)
 #   ci_wait_listening PID FILE
@@ -91,7 +91,7 @@ ci_npm_install() {
 
 # ---------------------------------------------------------------- ports and start-up
 ci_free_port() {
-  "${1:-python3}" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  "$1" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 ci_wait_log() {
   local pid="$1" file="$2" re="$3" tries="${4:-150}" interval="${5:-0.2}" i
