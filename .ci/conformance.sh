@@ -18,6 +18,8 @@
 # no FAILURE, and no WARNING unless allowed). The suite's own exit code is not relied upon:
 # in full-suite mode it ignores WARNING checks and a scenario that crashed writes no results.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" conformance || exit 2
 
 SUITE_VERSION=0.1.16
 NODE_MAJOR=22
@@ -42,10 +44,11 @@ RESULTS="${CONFORMANCE_RESULTS_DIR:-$REPO/target/conformance-results/$STAMP}"
 SCEN_TIMEOUT="${CONFORMANCE_SCENARIO_TIMEOUT:-150}"
 FIXTURE="tests/fixtures/conformance_server.py"
 
-log() { printf '[conformance] %s\n' "$*" >&2; }
+# Unlike lib.sh's die, no `0 passed, 1 failed` line: this script's count is the summary's
+# `conformance: N passed, M failed`, and .ci/run counts a failed set-up as a failed step.
 die() { log "ERROR: $*"; exit 2; }
 
-[ -x "$BIN" ] || die "bridge binary '$BIN' not found or not executable (build it first or set MCP_BRIDGE_BIN)"
+ci_check_bin "$BIN"
 [ -f "$FIXTURE" ] || die "fixture $FIXTURE missing"
 command -v python3 >/dev/null || die "python3 is required (fixture and helpers)"
 
@@ -80,20 +83,13 @@ if ! installed_ok; then
 EOF
   # The suite declares engines.node >= 22 while the system npm may run on older Node: that
   # warning is harmless because the suite is run with the Node 22 installed here.
-  ok=0
-  for attempt in 1 2 3; do
-    if (cd "$CACHE" && npm install --no-audit --no-fund --loglevel=error >"$CACHE/npm-install.log" 2>&1); then
-      ok=1; break
-    fi
-    log "npm install failed (attempt $attempt), retrying"; sleep $((attempt * 5))
-  done
-  [ "$ok" = 1 ] || { tail -n 30 "$CACHE/npm-install.log" >&2; die "npm install failed"; }
+  ci_npm_install "$CACHE" 3 || die "npm install failed"
   installed_ok || die "install finished but node $NODE_MAJOR / suite $SUITE_VERSION not usable in $CACHE"
 fi
 log "node $("$NODE" --version), conformance $("$NODE" "$SUITE_JS" --version)"
 
 # ---------------------------------------------------------------- start the bridge
-PORT="${CONFORMANCE_PORT:-$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')}"
+PORT="${CONFORMANCE_PORT:-$(ci_free_port python3)}"
 URL="http://127.0.0.1:$PORT/mcp"
 mkdir -p "$RESULTS" || die "cannot create $RESULTS"
 BRIDGE_LOG="$RESULTS/bridge.log"
@@ -121,17 +117,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-ready=0
-for _ in $(seq 1 150); do
-  if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
-    log "bridge exited before listening; log:"; tail -n 50 "$BRIDGE_LOG" >&2; exit 1
-  fi
-  if python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 0.5).close()' "$PORT" 2>/dev/null; then
-    ready=1; break
-  fi
-  sleep 0.2
-done
-[ "$ready" = 1 ] || { log "bridge not listening on port $PORT after 30 s; log:"; tail -n 50 "$BRIDGE_LOG" >&2; exit 1; }
+ci_wait_listening "$BRIDGE_PID" "$BRIDGE_LOG"
+case $? in
+  2) log "bridge exited before listening; log:"; tail -n 50 "$BRIDGE_LOG" >&2; exit 1 ;;
+  1) log "bridge not listening on port $PORT after 30 s; log:"; tail -n 50 "$BRIDGE_LOG" >&2; exit 1 ;;
+esac
 log "bridge listening at $URL (pid $BRIDGE_PID)"
 
 # ---------------------------------------------------------------- run the scenarios

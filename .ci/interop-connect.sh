@@ -19,6 +19,8 @@
 #
 # Output: per-check PASS/FAIL lines, then `N passed, M failed`; exit 0 only if all passed.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-connect || exit 2
 
 SDK_VERSION=2.3.0
 TS_SDK_VERSION=1.32.2
@@ -34,46 +36,24 @@ HOST_PY="tests/interop/python_connect_host.py"
 REMOTE_PY="tests/interop/python_remote_server.py"
 HOST_TS="tests/interop/ts_connect_host.mjs"
 
-log() { printf '[interop-connect] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; echo "0 passed, 1 failed"; exit 2; }
-
-[ -x "$BIN" ] || die "bridge binary '$BIN' not found or not executable (build it first or set MCP_BRIDGE_BIN)"
+ci_check_bin "$BIN"
 for f in "$HOST_PY" "$REMOTE_PY" "$HOST_TS"; do [ -f "$f" ] || die "$f missing"; done
 
 # ---------------------------------------------------------------- Python venv (idempotent)
-PY="$VENV/bin/python"
-sdk_ok() { [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$SDK_VERSION')" 2>/dev/null; }
-if ! sdk_ok; then
-  command -v "$PY_BOOT" >/dev/null || die "$PY_BOOT is required"
-  log "creating $VENV with mcp==$SDK_VERSION"
-  rm -rf "$VENV"; mkdir -p "$(dirname "$VENV")"
-  "$PY_BOOT" -m venv "$VENV" || die "python -m venv failed (Debian: apt-get install python3-venv)"
-  "$PY" -m pip install --quiet --disable-pip-version-check "mcp==$SDK_VERSION" || die "pip install mcp==$SDK_VERSION failed"
-  sdk_ok || die "mcp==$SDK_VERSION not importable after install"
-fi
+ci_python_venv "$VENV" "$SDK_VERSION" "$PY_BOOT"
 
 # ---------------------------------------------------------------- TypeScript SDK (idempotent)
 TS_OK=1
-ts_ok() { [ "$(node -p "require('$NODE_DIR/node_modules/@modelcontextprotocol/sdk/package.json').version" 2>/dev/null)" = "$TS_SDK_VERSION" ]; }
+ts_ok() { [ "$(ci_npm_version "$NODE_DIR" @modelcontextprotocol/sdk)" = "$TS_SDK_VERSION" ]; }
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   log "node/npm missing: the TypeScript host checks will fail"; TS_OK=0
 elif ! ts_ok; then
   log "installing @modelcontextprotocol/sdk@$TS_SDK_VERSION into $NODE_DIR"
-  mkdir -p "$NODE_DIR"
-  (cd "$NODE_DIR" && npm install --silent --no-audit --no-fund "@modelcontextprotocol/sdk@$TS_SDK_VERSION" >&2) || TS_OK=0
+  ci_npm_install "$NODE_DIR" 1 "@modelcontextprotocol/sdk@$TS_SDK_VERSION" || TS_OK=0
   ts_ok || TS_OK=0
 fi
 
 # ---------------------------------------------------------------- helpers
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-wait_port() {
-  for _ in $(seq 1 150); do
-    kill -0 "$2" 2>/dev/null || return 1
-    "$PY" -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1',$1)))" 2>/dev/null && return 0
-    sleep 0.2
-  done
-  return 1
-}
 PIDS=()
 LOGS=()
 cleanup() {
@@ -84,30 +64,22 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-TOTAL_PASS=0; TOTAL_FAIL=0
 # run LABEL REMOTE_LOG -- CMD...: run one checker, add its closing counts to the totals.
 run() {
   local label="$1"; shift
-  local out rc summary p f
+  local out rc
   log "run $label"
   out="$(timeout 240 "$@" 2>>"$CONNECT_LOG")"; rc=$?
-  printf '%s\n' "$out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
-  summary="$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n1)"
-  if [ -n "$summary" ]; then
-    p="${summary%% passed*}"; f="${summary#*, }"; f="${f%% failed*}"
-  else
-    p=0; f=1; log "$label: no summary (exit $rc)"
-  fi
-  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-  [ "$f" -ne 0 ] && { log "$label failed; stderr (last 40 lines):"; tail -n 40 "$CONNECT_LOG" | sed 's/^/    /' >&2; }
-  TOTAL_PASS=$((TOTAL_PASS + p)); TOTAL_FAIL=$((TOTAL_FAIL + f))
+  ci_client_counts "$out" "$rc" || log "$label: no summary (exit $rc)"
+  [ "$CI_F" -ne 0 ] && { log "$label failed; stderr (last 40 lines):"; tail -n 40 "$CONNECT_LOG" | sed 's/^/    /' >&2; }
+  ci_add "$CI_P" "$CI_F"
 }
 CONNECT_LOG="$(mktemp -t mcpb-connect.XXXXXX.log)"; LOGS+=("$CONNECT_LOG")
 
 # ---------------------------------------------------------------- remote: serve --demo
-PORT="$(free_port)"; SERVE_LOG="$(mktemp -t mcpb-serve.XXXXXX.log)"; LOGS+=("$SERVE_LOG")
+PORT="$(ci_free_port "$PY")"; SERVE_LOG="$(mktemp -t mcpb-serve.XXXXXX.log)"; LOGS+=("$SERVE_LOG")
 "$BIN" serve --demo --port "$PORT" >"$SERVE_LOG" 2>&1 & PIDS+=($!)
-wait_port "$PORT" "${PIDS[-1]}" || { cat "$SERVE_LOG" >&2; die "serve --demo did not start"; }
+ci_wait_listening "${PIDS[-1]}" "$SERVE_LOG" || { cat "$SERVE_LOG" >&2; die "serve --demo did not start"; }
 DEMO="http://127.0.0.1:$PORT/mcp"
 for mode in auto legacy 2026; do
   run "python host $mode → serve" "$PY" "$HOST_PY" --mode "$mode" --label "py-host-$mode" \
@@ -121,15 +93,15 @@ if [ "$TS_OK" = 1 ]; then
       --remote-log "$SERVE_LOG" --cancel-needle "demo: cancelled id=" -- "$BIN" connect "$DEMO" --protocol "$proto"
   done
 else
-  log "TypeScript SDK unavailable"; TOTAL_FAIL=$((TOTAL_FAIL + 1))
+  log "TypeScript SDK unavailable"; ci_add 0 1
 fi
 
 # ---------------------------------------------------------------- remote: Python SDK server
 for kind in stateful stateless; do
-  P2="$(free_port)"; RLOG="$(mktemp -t mcpb-pyremote.XXXXXX.log)"; LOGS+=("$RLOG")
+  P2="$(ci_free_port "$PY")"; RLOG="$(mktemp -t mcpb-pyremote.XXXXXX.log)"; LOGS+=("$RLOG")
   extra=(); [ "$kind" = stateless ] && extra=(--stateless)
   "$PY" "$REMOTE_PY" --port "$P2" "${extra[@]}" >"$RLOG" 2>&1 & PIDS+=($!)
-  wait_port "$P2" "${PIDS[-1]}" || { cat "$RLOG" >&2; die "python remote ($kind) did not start"; }
+  ci_wait_port "$P2" "${PIDS[-1]}" "$PY" || { cat "$RLOG" >&2; die "python remote ($kind) did not start"; }
   URL="http://127.0.0.1:$P2/mcp"
   for mode in auto legacy; do
     run "python host $mode → python remote ($kind)" "$PY" "$HOST_PY" --mode "$mode" --label "py-remote-$kind-host-$mode" \
@@ -142,6 +114,6 @@ for kind in stateful stateless; do
   fi
 done
 
-echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
-[ "$TOTAL_FAIL" -eq 0 ] && exit 0
+ci_result
+[ "$CI_FAILED" -eq 0 ] && exit 0
 exit 1

@@ -31,6 +31,8 @@
 # scenarios. Exit status 0 only if every scenario ran and every check passed; on a failure the
 # scenario's bridge log is printed.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-eras || exit 2
 
 PY_SDK_VERSION=2.3.0
 TS_SDK_VERSION=1.32.2
@@ -47,10 +49,7 @@ PY_CLIENT="tests/interop/eras_python_client.py"
 TS_CLIENT="tests/interop/eras_ts_client.mjs"
 MODERN_SERVER="$REPO/tests/interop/eras_modern_server.py"
 
-log() { printf '[interop-eras] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; echo "0 passed, 1 failed"; exit 2; }
-
-[ -x "$BIN" ] || die "bridge binary '$BIN' not found or not executable (build it first or set MCP_BRIDGE_BIN)"
+ci_check_bin "$BIN"
 BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 for f in "$PY_CLIENT" "$TS_CLIENT" "$MODERN_SERVER"; do [ -f "$f" ] || die "$f missing"; done
 command -v "$PY_BOOT" >/dev/null || die "$PY_BOOT is required"
@@ -58,67 +57,43 @@ NODE="$(command -v node)" || die "node is required"
 command -v npm >/dev/null || die "npm is required"
 
 # ---------------------------------------------------------------- venv + mcp==2.3.0 (idempotent)
-PY="$VENV/bin/python"
-sdk_ok() { [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$PY_SDK_VERSION')" 2>/dev/null; }
-if ! sdk_ok; then
-  log "creating $VENV with mcp==$PY_SDK_VERSION"
-  rm -rf "$VENV"
-  mkdir -p "$(dirname "$VENV")" || die "cannot create $(dirname "$VENV")"
-  "$PY_BOOT" -m venv "$VENV" || die "python -m venv failed (Debian: apt-get install python3-venv)"
-  "$PY" -m pip install --quiet --disable-pip-version-check "mcp==$PY_SDK_VERSION" || die "pip install mcp==$PY_SDK_VERSION failed"
-  sdk_ok || die "mcp==$PY_SDK_VERSION not importable after install"
-fi
+ci_python_venv "$VENV" "$PY_SDK_VERSION" "$PY_BOOT"
 
 # ---------------------------------------------------------------- npm packages (idempotent)
 NM="$NODE_DIR/node_modules"
 EVERYTHING="$NM/@modelcontextprotocol/server-everything/dist/index.js"
-npm_version() { "$NODE" -p "require('$NM/$1/package.json').version" 2>/dev/null; }
 npm_ok() {
-  [ "$(npm_version @modelcontextprotocol/sdk)" = "$TS_SDK_VERSION" ] &&
-    [ "$(npm_version @modelcontextprotocol/server-everything)" = "$EVERYTHING_VERSION" ] && [ -f "$EVERYTHING" ]
+  [ "$(ci_npm_version "$NODE_DIR" @modelcontextprotocol/sdk)" = "$TS_SDK_VERSION" ] &&
+    [ "$(ci_npm_version "$NODE_DIR" @modelcontextprotocol/server-everything)" = "$EVERYTHING_VERSION" ] &&
+    [ -f "$EVERYTHING" ]
 }
 if ! npm_ok; then
   log "installing @modelcontextprotocol/sdk@$TS_SDK_VERSION and @modelcontextprotocol/server-everything@$EVERYTHING_VERSION into $NODE_DIR"
-  mkdir -p "$NODE_DIR" || die "cannot create $NODE_DIR"
-  [ -f "$NODE_DIR/package.json" ] || echo '{"name":"mcp-bridge-interop-eras","private":true}' >"$NODE_DIR/package.json"
   # server-everything depends on the SDK (^1.x); installing both in one prefix makes the server
   # use 1.32.2 as well unless its range excludes it.
-  if ! (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error \
-      "@modelcontextprotocol/sdk@$TS_SDK_VERSION" "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" \
-      >"$NODE_DIR/npm-install.log" 2>&1); then
-    tail -n 30 "$NODE_DIR/npm-install.log" >&2
+  ci_npm_install "$NODE_DIR" 1 \
+    "@modelcontextprotocol/sdk@$TS_SDK_VERSION" "@modelcontextprotocol/server-everything@$EVERYTHING_VERSION" ||
     die "npm install failed"
-  fi
   npm_ok || die "npm packages not at the pinned versions after install"
 fi
 export INTEROP_NODE_MODULES="$NM"
 
 # ---------------------------------------------------------------- one scenario
-TOTAL_PASS=0; TOTAL_FAIL=0; RC=0
+RC=0
 BRIDGE_PID=; BRIDGE_LOG=
 TRACE_ARG=(); [ "${INTEROP_TRACE:-0}" = 1 ] && TRACE_ARG=(--trace)
 
-stop_bridge() {
-  if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
-    kill "$BRIDGE_PID" 2>/dev/null
-    for _ in $(seq 1 80); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$BRIDGE_PID" 2>/dev/null
-  fi
-  [ -n "${BRIDGE_PID:-}" ] && wait "$BRIDGE_PID" 2>/dev/null
-  BRIDGE_PID=
-}
+stop_bridge() { ci_stop "${BRIDGE_PID:-}" 80; BRIDGE_PID=; }
 cleanup() { stop_bridge; [ -n "${BRIDGE_LOG:-}" ] && rm -f "$BRIDGE_LOG"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-
-free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
 
 # scenario NAME WANT_CHILD_ERA(2025|2026) CLIENT(py|ts) TARGET SERVE_ARGS...
 scenario() {
   local name="$1" want_era="$2" kind="$3" target="$4"; shift 4
   local serve_args=("$@") client=()
-  local port url sp=0 sf=0 out rc summary p f
-  port="$(free_port)"; url="http://127.0.0.1:$port/mcp"
+  local port url sp=0 sf=0 out rc
+  port="$(ci_free_port "$PY")"; url="http://127.0.0.1:$port/mcp"
   case "$kind" in
     py) client=("$PY" "$PY_CLIENT" "$url" --target "$target") ;;
     ts) client=("$NODE" "$TS_CLIENT" "$url" --target "$target") ;;
@@ -128,24 +103,11 @@ scenario() {
   "$BIN" serve --port "$port" "${serve_args[@]}" >"$BRIDGE_LOG" 2>&1 &
   BRIDGE_PID=$!
 
-  local ready=0
-  for _ in $(seq 1 150); do   # up to ~30 s
-    kill -0 "$BRIDGE_PID" 2>/dev/null || break
-    if "$PY" -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1',$port)))" 2>/dev/null; then
-      ready=1; break
-    fi
-    sleep 0.2
-  done
-
-  if [ "$ready" = 1 ]; then
+  if ci_wait_listening "$BRIDGE_PID" "$BRIDGE_LOG"; then
     # The child is probed at start-up; wait (bounded) for its era to be logged.
     local era=""
-    for _ in $(seq 1 150); do
-      era="$(sed -nE 's/.*child ready.*era="?([0-9]{4})"?.*/\1/p' "$BRIDGE_LOG" | tail -n1)"
-      [ -n "$era" ] && break
-      kill -0 "$BRIDGE_PID" 2>/dev/null || break
-      sleep 0.2
-    done
+    ci_wait_log "$BRIDGE_PID" "$BRIDGE_LOG" 'child ready.*era="?[0-9]{4}'
+    era="$(sed -nE 's/.*child ready.*era="?([0-9]{4})"?.*/\1/p' "$BRIDGE_LOG" | tail -n1)"
     if [ "$era" = "$want_era" ]; then
       echo "PASS $name child era: the bridge probed its child as $era-era (client is of the other era)"; sp=$((sp + 1))
     else
@@ -154,15 +116,8 @@ scenario() {
 
     out="$(timeout 180 "${client[@]}" "${TRACE_ARG[@]}")"
     rc=$?
-    printf '%s\n' "$out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
-    summary="$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n1)"
-    if [ -n "$summary" ]; then
-      p="${summary%% passed*}"; f="${summary#*, }"; f="${f%% failed*}"
-    else
-      p=0; f=1; echo "FAIL $name client: no summary line (exit $rc)"
-    fi
-    [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-    sp=$((sp + p)); sf=$((sf + f))
+    ci_client_counts "$out" "$rc" || echo "FAIL $name client: no summary line (exit $rc)"
+    sp=$((sp + CI_P)); sf=$((sf + CI_F))
     if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
       echo "FAIL $name bridge: exited during the scenario"; sf=$((sf + 1))
     fi
@@ -177,7 +132,7 @@ scenario() {
   fi
   stop_bridge
   rm -f "$BRIDGE_LOG"; BRIDGE_LOG=
-  TOTAL_PASS=$((TOTAL_PASS + sp)); TOTAL_FAIL=$((TOTAL_FAIL + sf))
+  ci_add "$sp" "$sf"
 }
 
 # ---------------------------------------------------------------- the scenarios
@@ -187,10 +142,10 @@ for s in $SCENARIOS; do
     py2026-demo-legacy)   scenario "$s" 2025 py demo --demo --demo-era legacy ;;
     ts2025-python-modern) scenario "$s" 2026 ts python -- "$PY" "$MODERN_SERVER" ;;
     ts2025-demo-modern)   scenario "$s" 2026 ts demo --demo --demo-era modern ;;
-    *) echo "FAIL $s: unknown scenario"; TOTAL_FAIL=$((TOTAL_FAIL + 1)); RC=1 ;;
+    *) echo "FAIL $s: unknown scenario"; ci_add 0 1; RC=1 ;;
   esac
 done
 
-echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
-[ "$TOTAL_FAIL" -eq 0 ] && [ "$RC" -eq 0 ] && exit 0
+ci_result
+[ "$CI_FAILED" -eq 0 ] && [ "$RC" -eq 0 ] && exit 0
 exit 1

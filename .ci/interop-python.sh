@@ -17,6 +17,8 @@
 # Output: the client's per-check PASS/FAIL lines, then a closing line `N passed, M failed`
 # summed over all modes. Exit status 0 only if every mode ran and every check passed.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-python || exit 2
 
 SDK_VERSION=2.3.0
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,27 +30,15 @@ PY_BOOT="${INTEROP_PYTHON:-python3}"
 MODES="${INTEROP_MODES:-auto legacy 2026}"
 CLIENT="tests/interop/python_sdk_client.py"
 
-log() { printf '[interop-python] %s\n' "$*" >&2; }
-die() { log "ERROR: $*"; echo "0 passed, 1 failed"; exit 2; }
-
-[ -x "$BIN" ] || die "bridge binary '$BIN' not found or not executable (build it first or set MCP_BRIDGE_BIN)"
+ci_check_bin "$BIN"
 [ -f "$CLIENT" ] || die "$CLIENT missing"
 command -v "$PY_BOOT" >/dev/null || die "$PY_BOOT is required"
 
 # ---------------------------------------------------------------- venv + mcp==2.3.0 (idempotent)
-PY="$VENV/bin/python"
-sdk_ok() { [ -x "$PY" ] && "$PY" -c "import importlib.metadata as m, sys; sys.exit(m.version('mcp') != '$SDK_VERSION')" 2>/dev/null; }
-if ! sdk_ok; then
-  log "creating $VENV with mcp==$SDK_VERSION"
-  rm -rf "$VENV"
-  mkdir -p "$(dirname "$VENV")" || die "cannot create $(dirname "$VENV")"
-  "$PY_BOOT" -m venv "$VENV" || die "python -m venv failed (Debian: apt-get install python3-venv)"
-  "$PY" -m pip install --quiet --disable-pip-version-check "mcp==$SDK_VERSION" || die "pip install mcp==$SDK_VERSION failed"
-  sdk_ok || die "mcp==$SDK_VERSION not importable after install"
-fi
+ci_python_venv "$VENV" "$SDK_VERSION" "$PY_BOOT"
 
 # ---------------------------------------------------------------- start the bridge
-PORT="${INTEROP_PORT:-$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')}"
+PORT="${INTEROP_PORT:-$(ci_free_port "$PY")}"
 URL="http://127.0.0.1:$PORT/mcp"
 BRIDGE_LOG="$(mktemp -t mcpb-interop-python.XXXXXX.log)"
 read -r -a EXTRA_ARGS <<<"${MCP_BRIDGE_ARGS:-}"
@@ -56,53 +46,34 @@ log "starting $BIN serve --demo --port $PORT ${EXTRA_ARGS[*]} (log: $BRIDGE_LOG)
 "$BIN" serve --demo --port "$PORT" "${EXTRA_ARGS[@]}" >"$BRIDGE_LOG" 2>&1 &
 BRIDGE_PID=$!
 
-stop_bridge() {
-  if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
-    kill "$BRIDGE_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.1; done
-    kill -9 "$BRIDGE_PID" 2>/dev/null
-    wait "$BRIDGE_PID" 2>/dev/null
-  fi
-  BRIDGE_PID=
-}
+stop_bridge() { ci_stop "${BRIDGE_PID:-}"; BRIDGE_PID=; }
 trap 'stop_bridge; rm -f "$BRIDGE_LOG"' EXIT
 trap 'exit 130' INT TERM
 
-ready=0
-for _ in $(seq 1 150); do   # up to ~30 s
-  if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
-    log "bridge exited before listening; its output:"; sed 's/^/    /' "$BRIDGE_LOG" >&2
-    die "bridge did not start"
-  fi
-  if "$PY" -c "import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(s.connect_ex(('127.0.0.1',$PORT)))" 2>/dev/null; then
-    ready=1; break
-  fi
-  sleep 0.2
-done
-[ "$ready" = 1 ] || { sed 's/^/    /' "$BRIDGE_LOG" >&2; die "bridge not listening on 127.0.0.1:$PORT after 30s"; }
+ci_wait_listening "$BRIDGE_PID" "$BRIDGE_LOG"
+case $? in
+  2) log "bridge exited before listening; its output:"; sed 's/^/    /' "$BRIDGE_LOG" >&2
+     die "bridge did not start" ;;
+  1) sed 's/^/    /' "$BRIDGE_LOG" >&2; die "bridge not listening on 127.0.0.1:$PORT after 30s" ;;
+esac
 
 # ---------------------------------------------------------------- run the client in every mode
-TOTAL_PASS=0; TOTAL_FAIL=0; RC=0
+RC=0
 TRACE_ARG=(); [ "${INTEROP_TRACE:-0}" = 1 ] && TRACE_ARG=(--trace)
 for mode in $MODES; do
   log "mode $mode: $URL"
   out="$(timeout 300 "$PY" "$CLIENT" "$URL" --mode "$mode" "${TRACE_ARG[@]}")"
   rc=$?
   # The client's own closing line would read as the whole run's result; print it as a sub-total.
-  printf '%s\n' "$out" | grep -Ev '^[0-9]+ passed, [0-9]+ failed$'
-  summary="$(printf '%s\n' "$out" | grep -E '^[0-9]+ passed, [0-9]+ failed$' | tail -n1)"
-  if [ -n "$summary" ]; then
-    p="${summary%% passed*}"; f="${summary#*, }"; f="${f%% failed*}"
-    log "mode $mode: $summary (exit $rc)"
+  if ci_client_counts "$out" "$rc"; then
+    log "mode $mode: $CI_SUMMARY (exit $rc)"
   else
-    p=0; f=1
     log "mode $mode: client produced no summary (exit $rc)"
   fi
-  [ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
-  TOTAL_PASS=$((TOTAL_PASS + p)); TOTAL_FAIL=$((TOTAL_FAIL + f))
+  ci_add "$CI_P" "$CI_F"
   [ "$rc" -ne 0 ] && RC=1
   if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
-    log "bridge died during mode $mode"; TOTAL_FAIL=$((TOTAL_FAIL + 1)); RC=1; break
+    log "bridge died during mode $mode"; ci_add 0 1; RC=1; break
   fi
 done
 
@@ -110,6 +81,6 @@ if [ "$RC" -ne 0 ]; then
   log "bridge output (last 60 lines):"; tail -n 60 "$BRIDGE_LOG" | sed 's/^/    /' >&2
 fi
 stop_bridge
-echo "$TOTAL_PASS passed, $TOTAL_FAIL failed"
-[ "$TOTAL_FAIL" -eq 0 ] && [ "$RC" -eq 0 ] && exit 0
+ci_result
+[ "$CI_FAILED" -eq 0 ] && [ "$RC" -eq 0 ] && exit 0
 exit 1

@@ -6,13 +6,13 @@
 #
 # Uses $MCP_BRIDGE_BIN when set, else builds a debug binary. Needs curl and jq.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" prometheus || exit 2
 cd "$(dirname "$0")/.."
 
-passed=0
-failed=0
-ok() { echo "ok   $*"; passed=$((passed + 1)); }
-bad() { echo "FAIL $*"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; exit $((failed > 0)); }
+ok() { echo "ok   $*"; ci_add 1 0; }
+bad() { echo "FAIL $*"; ci_add 0 1; }
+finish() { ci_result; exit $((CI_FAILED > 0)); }
 # Dashboard variables, as Grafana would substitute them.
 grafana_vars() { sed 's/\$server/.*/g; s/\$__rate_interval/1m/g'; }
 
@@ -38,19 +38,18 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-
 # Bearer auth on, so that one unauthenticated request can be counted as a 401.
 token="ci-$RANDOM$RANDOM"
 MB_CI_TOKENS="ci:$token" "$bin" serve --demo --port 0 --metrics-listen 127.0.0.1:0 \
   --auth bearer --token-env MB_CI_TOKENS 2>"$work/bridge.log" &
 pids+=($!)
-for _ in $(seq 100); do grep -q "metrics on http://" "$work/bridge.log" && grep -q "child ready" "$work/bridge.log" && break; sleep 0.1; done
+ci_wait_log "${pids[-1]}" "$work/bridge.log" "metrics on http://" 100 0.1 &&
+  ci_wait_log "${pids[-1]}" "$work/bridge.log" "child ready" 100 0.1
 mcp=$(sed -nE 's/.*listening on (http:\/\/[^ ]+).*/\1/p' "$work/bridge.log" | head -1)
 maddr=$(sed -nE 's/.*metrics on http:\/\/([^/ ]+)\/metrics.*/\1/p' "$work/bridge.log" | head -1)
 [ -n "$mcp" ] && [ -n "$maddr" ] || { bad "bridge did not start"; cat "$work/bridge.log"; finish; }
 
-pport=$(free_port)
+pport=$(ci_free_port python3)
 cat >"$work/prometheus.yml" <<YML
 global:
   scrape_interval: 1s

@@ -4,21 +4,21 @@
 # on the exposure score so the sandbox cannot silently loosen. Needs systemd-analyze (Debian
 # package `systemd`); runs without a running systemd. Last line: `N passed, M failed`.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" systemd || exit 2
 cd "$(dirname "$0")/.."
 bin="${MCP_BRIDGE_BIN:-$PWD/target/debug/mcp-bridge}"
 max_exposure="${MCP_BRIDGE_MAX_EXPOSURE:-2.0}"
-passed=0
-failed=0
-ok() { echo "ok: $*"; passed=$((passed + 1)); }
-bad() { echo "FAILED: $*"; failed=$((failed + 1)); }
+ok() { echo "ok: $*"; ci_add 1 0; }
+bad() { echo "FAILED: $*"; ci_add 0 1; }
 
 if ! command -v systemd-analyze >/dev/null; then
   bad "systemd-analyze not found (apt-get install systemd)"
-  echo "$passed passed, $failed failed"
+  ci_result
   exit 1
 fi
 if [ ! -x "$bin" ]; then
-  cargo build --quiet || { bad "cargo build"; echo "$passed passed, $failed failed"; exit 1; }
+  cargo build --quiet || { bad "cargo build"; ci_result; exit 1; }
 fi
 
 # verify resolves ExecStart: point the units at the binary just built.
@@ -54,5 +54,5 @@ else
   bad "check-config examples/mcp-bridge.toml"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+ci_result
+[ "$CI_FAILED" -eq 0 ]
