@@ -14,14 +14,14 @@
 # Needs root, unshare/nsenter (util-linux) and systemd (Debian package `systemd`); skips
 # (0 passed, 0 failed, with the reason) where those are missing. Last line: `N passed, M failed`.
 set -uo pipefail
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh" systemd-boot || exit 2
 cd "$(dirname "$0")/.."
 repo=$PWD
 bin="${MCP_BRIDGE_BIN:-$repo/target/debug/mcp-bridge}"
-passed=0
-failed=0
-ok() { echo "ok: $*"; passed=$((passed + 1)); }
-bad() { echo "FAILED: $*"; failed=$((failed + 1)); }
-finish() { echo "$passed passed, $failed failed"; exit $((failed > 0)); }
+ok() { echo "ok: $*"; ci_add 1 0; }
+bad() { echo "FAILED: $*"; ci_add 0 1; }
+finish() { ci_result; exit $((CI_FAILED > 0)); }
 skip() { echo "skipped: $*"; finish; }
 
 [ "$(id -u)" -eq 0 ] || skip "needs root (systemd as PID 1 of a namespace)"
@@ -42,9 +42,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-port=$(free_port)
-sport=$(free_port)
+port=$(ci_free_port python3)
+sport=$(ci_free_port python3)
 
 install -m 755 "$bin" "$stage/mcp-bridge"
 install -m 644 tests/fixtures/systemd/tiny_server.py tests/fixtures/systemd/tiny_server.js "$stage/"
