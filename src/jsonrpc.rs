@@ -147,6 +147,33 @@ impl<'de: 'a, 'a> Deserialize<'de> for Fields<'a> {
     }
 }
 
+/// A request's `params` and their `_meta`, parsed once and looked up many times (the face
+/// checks the era, the headers, the log level, the progress token and the capabilities).
+#[derive(Debug, Default)]
+pub struct ParamsView<'a> {
+    pub fields: Option<Fields<'a>>,
+    pub meta: Option<Fields<'a>>,
+}
+
+impl<'a> ParamsView<'a> {
+    pub fn parse(params: Option<&'a RawValue>) -> Self {
+        let fields = params.and_then(Fields::parse);
+        let meta = fields
+            .as_ref()
+            .and_then(|f| f.get("_meta"))
+            .and_then(Fields::parse);
+        ParamsView { fields, meta }
+    }
+    /// A top-level field of `params`.
+    pub fn get(&self, key: &str) -> Option<&'a RawValue> {
+        self.fields.as_ref().and_then(|f| f.get(key))
+    }
+    /// A field of `params._meta`.
+    pub fn meta(&self, key: &str) -> Option<&'a RawValue> {
+        self.meta.as_ref().and_then(|m| m.get(key))
+    }
+}
+
 /// A map key that borrows when the JSON string has no escapes.
 struct Key<'a>(Cow<'a, str>);
 

@@ -86,7 +86,12 @@ pub struct BadLogLevel;
 
 /// A 2026 request's `_meta` logLevel: `Ok(None)` without one, `Err` when it is not a level.
 pub fn request_log_level(params: Option<&RawValue>) -> Result<Option<&'static str>, BadLogLevel> {
-    match jsonrpc::meta_field(params, META_LOG_LEVEL) {
+    log_level_value(jsonrpc::meta_field(params, META_LOG_LEVEL))
+}
+
+/// The level named by a `_meta` logLevel value (absent: none).
+pub fn log_level_value(v: Option<&RawValue>) -> Result<Option<&'static str>, BadLogLevel> {
+    match v {
         None => Ok(None),
         Some(l) => serde_json::from_str::<String>(l.get())
             .ok()

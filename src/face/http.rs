@@ -474,10 +474,16 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
         .extensions
         .get::<crate::auth::Caller>()
         .map_or_else(|| "anonymous".to_owned(), |c| format!("caller:{}", c.name));
+    let view = if kind == Kind::Response {
+        jsonrpc::ParamsView::default()
+    } else {
+        jsonrpc::ParamsView::parse(env.params)
+    };
     let ctx = PostCtx {
         principal,
         headers: &h,
         env: &env,
+        view,
         kind,
         body: &bytes,
         accept_json,
@@ -489,8 +495,8 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
     if method == "initialize" {
         return answered(app, method, initialize(app, &ctx).await);
     }
-    let has_modern_meta = kind == Kind::Request
-        && jsonrpc::meta_field(env.params, protocol::META_PROTOCOL_VERSION).is_some();
+    let has_modern_meta =
+        kind == Kind::Request && ctx.view.meta(protocol::META_PROTOCOL_VERSION).is_some();
     if pv_header == Some(protocol::MODERN) || has_modern_meta {
         let r = crate::face::modern::handle(app, &ctx).await;
         return answered(app, method, r);
@@ -526,6 +532,8 @@ pub struct PostCtx<'a> {
     pub principal: String,
     pub headers: &'a HeaderMap,
     pub env: &'a Envelope<'a>,
+    /// `params` and `_meta` of a request or notification, parsed once.
+    pub view: jsonrpc::ParamsView<'a>,
     pub kind: Kind,
     pub body: &'a Bytes,
     pub accept_json: bool,
@@ -552,7 +560,7 @@ impl App {
         let span = crate::telemetry::call_span(&self.server, method, id);
         let params = crate::telemetry::with_trace_context(pc.headers, params);
         let client_era = ctx.client_era;
-        let orig_token = jsonrpc::meta_field(pc.env.params, "progressToken").map(|t| t.to_owned());
+        let orig_token = pc.view.meta("progressToken").map(|t| t.to_owned());
         let call = Call {
             method: method.to_owned(),
             params,

@@ -10,7 +10,7 @@ use serde_json::value::RawValue;
 use crate::call::CallCtx;
 use crate::face::http::{App, PostCtx};
 use crate::face::respond::{self, rpc_error, status_only, Body};
-use crate::jsonrpc::{self, code, Fields, Kind};
+use crate::jsonrpc::{self, code, Fields, Kind, ParamsView};
 use crate::mrtr::INPUT_TTL;
 use crate::protocol::{self, Era};
 
@@ -60,11 +60,18 @@ pub fn validate(
     params: Option<&RawValue>,
     tool_headers: &dyn Fn(&str) -> Vec<(String, String)>,
 ) -> Result<(), Reject> {
-    let pf = params.and_then(Fields::parse);
-    let meta = pf
-        .as_ref()
-        .and_then(|f| f.get("_meta"))
-        .and_then(Fields::parse);
+    validate_view(h, method, &ParamsView::parse(params), tool_headers)
+}
+
+/// [`validate`] on params parsed already.
+pub fn validate_view(
+    h: &HeaderMap,
+    method: &str,
+    view: &ParamsView<'_>,
+    tool_headers: &dyn Fn(&str) -> Vec<(String, String)>,
+) -> Result<(), Reject> {
+    let pf = view.fields.as_ref();
+    let meta = view.meta.as_ref();
     let header_pv = header(h, protocol::H_PROTOCOL_VERSION)?;
     let body_pv = meta
         .as_ref()
@@ -146,12 +153,14 @@ pub fn validate(
                 "Mcp-Name header does not match params.{field}"
             )));
         }
-        if method == "tools/call" {
-            let args = pf
-                .as_ref()
-                .and_then(|f| f.get("arguments"))
-                .and_then(Fields::parse);
-            for (hname, prop) in tool_headers(&body_name) {
+        let annotated = if method == "tools/call" {
+            tool_headers(&body_name)
+        } else {
+            Vec::new()
+        };
+        if !annotated.is_empty() {
+            let args = pf.and_then(|f| f.get("arguments")).and_then(Fields::parse);
+            for (hname, prop) in annotated {
                 let full = format!("{}{}", protocol::H_PARAM_PREFIX, hname);
                 let body_v = args
                     .as_ref()
@@ -208,7 +217,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     let info = app.upstream.info(app.cfg.start_wait).await;
     let upstream = app.upstream.clone();
     let th = |tool: &str| upstream.tool_headers(tool);
-    if let Err(r) = validate(pc.headers, method, pc.env.params, &th) {
+    if let Err(r) = validate_view(pc.headers, method, &pc.view, &th) {
         return rpc_error(r.status, id, r.code, &r.message, r.data.as_ref());
     }
     let info = match info {
@@ -236,7 +245,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         }
     }
     let mut ctx = CallCtx::modern();
-    let level = protocol::request_log_level(pc.env.params);
+    let level = protocol::log_level_value(pc.view.meta(protocol::META_LOG_LEVEL));
     if level.is_err() {
         app.metrics
             .rpc_error(&app.server, method, code::INVALID_PARAMS, "bridge");
@@ -258,11 +267,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     let mut mrtr = None;
     if info.era == Era::Legacy && crate::mrtr::is_mrtr_method(method) {
         // The 2025 child may ask for input: that becomes input_required for this client.
-        let state = pc
-            .env
-            .params
-            .and_then(Fields::parse)
-            .and_then(|f| f.get("requestState").map(|v| v.get().to_owned()));
+        let state = pc.view.get("requestState").map(|v| v.get().to_owned());
         if let Some(state) = state {
             return resume(app, pc, method, &state).await;
         }
@@ -300,7 +305,9 @@ fn mrtr_ctx(app: &App, pc: &PostCtx<'_>, round: u32, park_id: Option<u64>) -> re
     respond::MrtrCtx {
         store: app.parked.clone(),
         signer: app.signer.clone(),
-        caps: jsonrpc::meta_field(pc.env.params, protocol::META_CLIENT_CAPABILITIES)
+        caps: pc
+            .view
+            .meta(protocol::META_CLIENT_CAPABILITIES)
             .map(|c| c.to_owned()),
         principal: principal(pc),
         digest: crate::mrtr::params_digest(pc.env.params),
@@ -335,12 +342,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         let _ = app.parked.put(claims.park, parked);
         return bad("cannot resume: requestState is from an earlier round".into());
     }
-    let answers = pc
-        .env
-        .params
-        .and_then(Fields::parse)
-        .and_then(|f| f.get("inputResponses"))
-        .and_then(Fields::parse);
+    let answers = pc.view.get("inputResponses").and_then(Fields::parse);
     let mut still = Vec::new();
     for (key, id, m, p) in parked.waiting.drain(..) {
         match answers.as_ref().and_then(|a| a.get(&key)) {
@@ -372,7 +374,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
     }
     let started = std::time::Instant::now();
     let mut r = app.responder(pc, method, Era::Modern, app.children.clone(), started);
-    r.orig_token = jsonrpc::meta_field(pc.env.params, "progressToken").map(|t| t.to_owned());
+    r.orig_token = pc.view.meta("progressToken").map(|t| t.to_owned());
     r.mrtr = Some(mrtr_ctx(app, pc, parked.round, Some(claims.park)));
     r.respond(parked.handle).await
 }

@@ -66,7 +66,7 @@ pub async fn run(
     let d = Driver {
         method: pc.env.method().to_owned(),
         id: jsonrpc::raw(pc.env.id.map(RawValue::get).unwrap_or("null")),
-        token: jsonrpc::meta_field(pc.env.params, "progressToken").map(|t| t.to_owned()),
+        token: pc.view.meta("progressToken").map(|t| t.to_owned()),
         accept_sse: pc.accept_sse,
         deadline: started + app.cfg.call_timeout,
         started,
