@@ -40,7 +40,8 @@ pub enum Kind {
 pub struct Envelope<'a> {
     #[serde(default, borrow, deserialize_with = "present")]
     pub id: Option<&'a RawValue>,
-    #[serde(default, borrow)]
+    // Through `Option`, serde would always copy the string: borrow via `Key` instead.
+    #[serde(default, borrow, deserialize_with = "borrowed_str")]
     pub method: Option<Cow<'a, str>>,
     #[serde(default, borrow, deserialize_with = "present")]
     pub params: Option<&'a RawValue>,
@@ -48,6 +49,10 @@ pub struct Envelope<'a> {
     pub result: Option<&'a RawValue>,
     #[serde(default, borrow, deserialize_with = "present")]
     pub error: Option<&'a RawValue>,
+}
+
+fn borrowed_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Cow<'de, str>>, D::Error> {
+    Key::deserialize(d).map(|k| Some(k.0))
 }
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
@@ -416,6 +421,18 @@ pub fn raw(s: &str) -> Box<RawValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn method_borrows_unless_escaped() {
+        let e = Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#).unwrap();
+        assert!(matches!(e.method, Some(Cow::Borrowed("tools/call"))));
+        let e = Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#).unwrap();
+        assert_eq!(e.method(), "tools/call");
+        assert!(matches!(
+            Envelope::parse(br#"{"jsonrpc":"2.0","id":1,"method":7}"#),
+            Err(FrameError::Json(_))
+        ));
+    }
 
     #[test]
     fn envelope_kinds() {
