@@ -23,6 +23,9 @@ pub struct CallCtx {
     pub accepts_server_requests: bool,
     /// The lowest log level the caller wants on its stream (`notifications/message`), if any.
     pub log_level: Option<&'static str>,
+    /// A `tools/call`'s tool name when the face has read it already (saves the upstream a
+    /// parse of the params for its metrics label).
+    pub tool: Option<Box<str>>,
 }
 
 impl CallCtx {
@@ -33,6 +36,7 @@ impl CallCtx {
             session: None,
             accepts_server_requests: false,
             log_level: None,
+            tool: None,
         }
     }
 }

@@ -540,6 +540,15 @@ pub struct PostCtx<'a> {
     pub accept_sse: bool,
 }
 
+/// A `tools/call`'s tool name from params parsed already.
+pub fn tool_name(method: &str, view: &jsonrpc::ParamsView<'_>) -> Option<Box<str>> {
+    if method != "tools/call" {
+        return None;
+    }
+    let v = view.get("name")?;
+    serde_json::from_str::<Box<str>>(v.get()).ok()
+}
+
 impl App {
     /// Run a call and answer the POST with JSON or SSE.
     #[allow(clippy::too_many_arguments)]
@@ -920,6 +929,7 @@ async fn legacy(app: &Arc<App>, pc: &PostCtx<'_>, _sid: &str) -> Response<Body> 
                 session: Some(s.id.clone()),
                 accepts_server_requests: pc.accept_sse,
                 log_level: Some(s.log_level().unwrap_or("debug")),
+                tool: tool_name(&method, &pc.view),
             };
             if child_era == Era::Modern && crate::mrtr::is_mrtr_method(&method) {
                 let cancel = s.begin_call(rid);
@@ -984,6 +994,7 @@ async fn start_listen(s: &Arc<Session>) -> Option<crate::upstream::child::CallHa
             session: Some(s.id.clone()),
             accepts_server_requests: false,
             log_level: None,
+            tool: None,
         },
     };
     s.upstream.call(call, Duration::from_secs(5)).await.ok()

@@ -425,6 +425,7 @@ impl Face {
                 session: None,
                 accepts_server_requests: true,
                 log_level: None,
+                tool: None,
             }
         };
         let token = CancellationToken::new();
@@ -1160,6 +1161,7 @@ impl Face {
                     session: None,
                     accepts_server_requests: false,
                     log_level: None,
+                    tool: None,
                 },
             };
             debug!(

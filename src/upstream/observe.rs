@@ -13,14 +13,21 @@ pub fn tool_label(names: &RwLock<ToolNames>, call: &Call) -> Option<Arc<str>> {
     if call.method != "tools/call" {
         return None;
     }
-    let name = call
-        .params
-        .as_deref()
-        .and_then(Fields::parse)
-        .and_then(|f| f.get("name"))
-        .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    let parsed;
+    let name = match &call.ctx.tool {
+        Some(t) => Some(&**t),
+        None => {
+            parsed = call
+                .params
+                .as_deref()
+                .and_then(Fields::parse)
+                .and_then(|f| f.get("name"))
+                .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+            parsed.as_deref()
+        }
+    };
     let label = match (name, names.read()) {
-        (Some(n), Ok(g)) => g.label(&n),
+        (Some(n), Ok(g)) => g.label(n),
         _ => Arc::from("other"),
     };
     Some(label)
@@ -52,5 +59,9 @@ mod tests {
         );
         assert_eq!(l("tools/call", r#"{"name":7}"#).as_deref(), Some("other"));
         assert_eq!(l("tools/list", "{}"), None);
+        // A name the face read already wins (no parse).
+        let mut c = call("tools/call", "{}");
+        c.ctx.tool = Some("fail".into());
+        assert_eq!(tool_label(&names, &c).as_deref(), Some("fail"));
     }
 }
