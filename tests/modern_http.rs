@@ -586,3 +586,61 @@ async fn legacy_child_sampling_and_roots_via_input_required() {
         assert!(r.text().contains(want), "{tool}: {r:?}");
     }
 }
+
+/// A listen carried to a 2026-era child is open-ended: `--call-timeout` does not cut it, and
+/// at shutdown it ends with its completion result (not a broken stream after the grace period).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn listen_on_modern_child_outlives_call_timeout_and_ends_at_shutdown() {
+    let b = Bridge::demo(&[
+        "--demo-era",
+        "modern",
+        "--call-timeout",
+        "1s",
+        "--shutdown-grace",
+        "60s",
+    ])
+    .await;
+    let c = client();
+    let body = modern_request(
+        json!("L2"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let resp = c
+        .post(&b.url)
+        .headers(modern_headers(&body))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let ack = sse.next(Duration::from_secs(10)).await.expect("ack");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    // Past the call timeout, the stream still carries notifications.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = call_modern(&c, &b.url, json!(1), "notify", json!({"kind": "tools"})).await;
+    assert_eq!(r.text(), "ok", "{r:?}");
+    let n = sse
+        .next(Duration::from_secs(10))
+        .await
+        .expect("notification");
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    assert_eq!(
+        n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L2",
+        "{n}"
+    );
+    // Shutdown: the listen's completion result, long before the 60 s grace is over.
+    b.signal(nix::sys::signal::Signal::SIGTERM);
+    let end = sse.next(Duration::from_secs(20)).await.expect("completion");
+    assert_eq!(end["id"], "L2", "{end}");
+    assert_eq!(end["result"]["resultType"], "complete", "{end}");
+    assert_eq!(
+        end["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L2",
+        "{end}"
+    );
+    assert!(sse.ends_within(Duration::from_secs(20)).await);
+}

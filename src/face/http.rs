@@ -540,6 +540,9 @@ pub struct PostCtx<'a> {
     pub accept_sse: bool,
 }
 
+/// "No deadline" for open-ended streams, as a far but representable instant (~30 years).
+const LISTEN_NO_DEADLINE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
 /// A `tools/call`'s tool name from params parsed already.
 pub fn tool_name(method: &str, view: &jsonrpc::ParamsView<'_>) -> Option<Box<str>> {
     if method != "tools/call" {
@@ -593,6 +596,10 @@ impl App {
             handle.detach_until(started + self.cfg.call_timeout);
         }
         let mut r = self.responder(pc, method, client_era, cancel, started);
+        if method == "subscriptions/listen" {
+            // A listen is open-ended: no call timeout (it ends with the client or shutdown).
+            r.deadline = started + LISTEN_NO_DEADLINE;
+        }
         r.orig_token = orig_token;
         r.server_requests = session.map(|s| s as Arc<dyn respond::ServerRequestSink>);
         r.on_done = on_done.map(|mut g| {

@@ -282,13 +282,20 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
             params = Some(p);
         }
     }
+    // A listen stream lasts until the client goes or the bridge stops: at shutdown it ends
+    // with its completion result instead of holding the connection through the grace period.
+    let cancel = if method == "subscriptions/listen" {
+        app.stopping.clone()
+    } else {
+        app.children.clone()
+    };
     app.run_call(
         &app.upstream,
         pc,
         method,
         params,
         ctx,
-        app.children.clone(),
+        cancel,
         None,
         None,
         mrtr,

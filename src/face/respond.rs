@@ -306,6 +306,16 @@ impl Responder {
                 }
                 Step::Done(o) => o,
                 Step::Timeout => self.timeout_outcome(hh),
+                Step::Cancelled
+                    if self.client_era == Era::Modern && self.method == "subscriptions/listen" =>
+                {
+                    // Only shutdown cancels a listen here (see `modern::handle`): end it
+                    // gracefully with its completion result; the upstream's listen is
+                    // cancelled as the handle drops.
+                    hh.set_cancel_reason("shutdown");
+                    let frame = crate::notifications::completion(&self.orig_id);
+                    return Some(Next::Final(StatusCode::OK, frame));
+                }
                 Step::Cancelled if self.client_era == Era::Legacy && self.accept_sse => {
                     // 2025: a cancelled request gets no response.
                     let _ = self.cancelled_outcome(hh);
