@@ -49,12 +49,7 @@ stop_bridge() { ci_stop "${BRIDGE_PID:-}"; BRIDGE_PID=; }
 trap 'stop_bridge; rm -rf "$WORK"' EXIT
 trap 'exit 130' INT TERM
 
-ci_wait_listening "$BRIDGE_PID" "$BRIDGE_LOG"
-case $? in
-  2) log "bridge exited before listening; its output:"; sed 's/^/    /' "$BRIDGE_LOG" >&2
-     die "bridge did not start" ;;
-  1) sed 's/^/    /' "$BRIDGE_LOG" >&2; die "bridge not listening on 127.0.0.1:$PORT after 30s" ;;
-esac
+ci_bridge_up "$BRIDGE_PID" "$BRIDGE_LOG" "$PORT"
 
 # ---------------------------------------------------------------- run the client
 out="$(MCP_BRIDGE_TOKEN="$TOKEN" timeout 300 "$PY" "$CLIENT" "$URL")"

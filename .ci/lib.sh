@@ -20,6 +20,8 @@
 #                             wait until FILE has a line matching REGEX (grep -E)
 #   ci_wait_listening PID FILE
 #                             wait until the bridge logged `listening on http://…` (~30 s)
+#   ci_bridge_up PID FILE PORT
+#                             ci_wait_listening, or die showing the bridge's output
 #   ci_wait_port PORT PID [PYTHON]
 #                             wait until something accepts on 127.0.0.1:PORT (~30 s)
 #   ci_stop PID [TRIES]       SIGTERM, up to TRIES × 0.1 s (default 50) grace, SIGKILL, reap
@@ -103,6 +105,15 @@ ci_wait_log() {
   return 1
 }
 ci_wait_listening() { ci_wait_log "$1" "$2" 'listening on https?://'; }
+ci_bridge_up() {
+  ci_wait_listening "$1" "$2"
+  case $? in
+    0) return 0 ;;
+    2) log "bridge exited before listening; its output:"; sed 's/^/    /' "$2" >&2
+       die "bridge did not start" ;;
+    *) sed 's/^/    /' "$2" >&2; die "bridge not listening on 127.0.0.1:$3 after 30s" ;;
+  esac
+}
 ci_wait_port() {
   local port="$1" pid="$2" py="${3:-python3}" i
   for ((i = 0; i < 150; i++)); do

@@ -21,15 +21,7 @@ async fn hang_up_cancels_in_child() {
         json!({"seconds": 30, "steps": 60}),
         json!("p"),
     );
-    let resp = c
-        .post(&b.url)
-        .headers(modern_headers(&body))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let mut sse = SseReader::new(resp);
+    let mut sse = open_modern_stream(&c, &b.url, &body).await;
     let first = sse
         .next(Duration::from_secs(10))
         .await

@@ -235,19 +235,30 @@ async fn modern_call(
             ex.fin = last.clone();
             return ex;
         }
-        let reqs = res["inputRequests"]
-            .as_object()
-            .unwrap_or_else(|| panic!("{tool}: input_required without inputRequests: {res}"));
-        let mut answers = serde_json::Map::new();
-        for (k, v) in reqs {
-            let method = v["method"].as_str().unwrap_or_default().to_owned();
-            answers.insert(k.clone(), answer(&method, &v["params"]));
-            ex.asked.push((method, v["params"].clone()));
-        }
-        extra.insert("inputResponses".into(), Value::Object(answers));
-        extra.insert("requestState".into(), res["requestState"].clone());
+        answer_round(tool, res, &mut ex, &mut extra);
     }
     panic!("{tool}: still input_required after 5 rounds: {ex:?}");
+}
+
+/// Answer every `inputRequests` entry of an `input_required` result: the retry's extra params
+/// (`inputResponses`, `requestState`) go into `extra`, what was asked into `ex`.
+fn answer_round(
+    tool: &str,
+    res: &Value,
+    ex: &mut Exchange,
+    extra: &mut serde_json::Map<String, Value>,
+) {
+    let reqs = res["inputRequests"]
+        .as_object()
+        .unwrap_or_else(|| panic!("{tool}: input_required without inputRequests: {res}"));
+    let mut answers = serde_json::Map::new();
+    for (k, v) in reqs {
+        let method = v["method"].as_str().unwrap_or_default().to_owned();
+        answers.insert(k.clone(), answer(&method, &v["params"]));
+        ex.asked.push((method, v["params"].clone()));
+    }
+    extra.insert("inputResponses".into(), Value::Object(answers));
+    extra.insert("requestState".into(), res["requestState"].clone());
 }
 
 fn host_call_2025(h: &mut Host, n: u32, tool: &str, args: Value) -> Exchange {
@@ -295,17 +306,7 @@ fn host_call_2026(h: &mut Host, n: u32, tool: &str, args: Value, full: bool) -> 
             ex.fin = last.clone();
             return ex;
         }
-        let reqs = res["inputRequests"]
-            .as_object()
-            .unwrap_or_else(|| panic!("{tool}: input_required without inputRequests: {res}"));
-        let mut answers = serde_json::Map::new();
-        for (k, v) in reqs {
-            let method = v["method"].as_str().unwrap_or_default().to_owned();
-            answers.insert(k.clone(), answer(&method, &v["params"]));
-            ex.asked.push((method, v["params"].clone()));
-        }
-        extra.insert("inputResponses".into(), Value::Object(answers));
-        extra.insert("requestState".into(), res["requestState"].clone());
+        answer_round(tool, res, &mut ex, &mut extra);
     }
     panic!("{tool}: still input_required after 5 rounds: {ex:?}");
 }

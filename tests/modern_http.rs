@@ -443,15 +443,7 @@ async fn listen_in_front_of_legacy_child() {
         "subscriptions/listen",
         json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": ["demo://readme"]}}),
     );
-    let resp = c
-        .post(&b.url)
-        .headers(modern_headers(&body))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let mut sse = SseReader::new(resp);
+    let mut sse = open_modern_stream(&c, &b.url, &body).await;
     let ack = sse.next(Duration::from_secs(10)).await.expect("ack");
     assert_eq!(
         ack["method"], "notifications/subscriptions/acknowledged",
@@ -606,15 +598,7 @@ async fn listen_on_modern_child_outlives_call_timeout_and_ends_at_shutdown() {
         "subscriptions/listen",
         json!({"notifications": {"toolsListChanged": true}}),
     );
-    let resp = c
-        .post(&b.url)
-        .headers(modern_headers(&body))
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    let mut sse = SseReader::new(resp);
+    let mut sse = open_modern_stream(&c, &b.url, &body).await;
     let ack = sse.next(Duration::from_secs(10)).await.expect("ack");
     assert_eq!(
         ack["method"], "notifications/subscriptions/acknowledged",

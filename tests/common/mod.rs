@@ -460,6 +460,19 @@ fn sse_block_data(block: &str) -> Option<Value> {
     Some(serde_json::from_str(&data).unwrap_or_else(|e| panic!("bad SSE data {data:?}: {e}")))
 }
 
+/// POST a 2026 request whose answer is a stream; 200 asserted, events read one at a time.
+pub async fn open_modern_stream(c: &reqwest::Client, url: &str, body: &Value) -> SseReader {
+    let resp = c
+        .post(url)
+        .headers(modern_headers(body))
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(resp.status(), 200);
+    SseReader::new(resp)
+}
+
 /// Reads SSE events from a response one at a time.
 pub struct SseReader {
     resp: reqwest::Response,
