@@ -240,6 +240,46 @@ pub fn to_modern_input(method: &str, params: Option<&RawValue>) -> Option<Box<Ra
 
 static NEXT_ELICITATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
+/// One entry of a 2026 `inputRequests` object.
+pub struct InputRequest<'a> {
+    pub key: std::borrow::Cow<'a, str>,
+    pub method: String,
+    /// The params as the upstream sent them.
+    pub params: Option<&'a RawValue>,
+}
+
+impl InputRequest<'_> {
+    /// The params to send a 2025 peer (see [`to_legacy_input`]).
+    pub fn legacy_params(&self) -> Option<std::borrow::Cow<'_, RawValue>> {
+        match to_legacy_input(&self.method, self.params) {
+            Some(p) => Some(std::borrow::Cow::Owned(p)),
+            None => self.params.map(std::borrow::Cow::Borrowed),
+        }
+    }
+}
+
+/// The entries of an `inputRequests` object (None: it is not an object); entries that are not
+/// objects with a string `method` are skipped.
+pub fn input_requests(reqs: &RawValue) -> Option<Vec<InputRequest<'_>>> {
+    let reqs = Fields::parse(reqs)?;
+    Some(
+        reqs.0
+            .into_iter()
+            .filter_map(|(key, req)| {
+                let rf = Fields::parse(req)?;
+                let method = rf
+                    .get("method")
+                    .and_then(|m| serde_json::from_str::<String>(m.get()).ok())?;
+                Some(InputRequest {
+                    key,
+                    method,
+                    params: rf.get("params"),
+                })
+            })
+            .collect(),
+    )
+}
+
 /// A 2026 upstream's input request as a 2025 server request's params: URL-mode elicitation
 /// gets the `elicitationId` 2025-11-25 requires (minted here). None: use the params as-is.
 pub fn to_legacy_input(method: &str, params: Option<&RawValue>) -> Option<Box<RawValue>> {

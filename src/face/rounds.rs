@@ -256,7 +256,7 @@ impl Driver {
     /// Send each input request to the client and collect the answers (None: stop, already
     /// answered or the client is gone).
     async fn ask(&self, reqs: &RawValue) -> Option<serde_json::Map<String, Value>> {
-        let Some(reqs) = Fields::parse(reqs) else {
+        let Some(reqs) = crate::mrtr::input_requests(reqs) else {
             self.fail(
                 code::INTERNAL_ERROR,
                 "the server's inputRequests is not an object",
@@ -273,18 +273,9 @@ impl Driver {
             return None;
         }
         let mut waits: Vec<(String, String, _)> = Vec::new();
-        for (key, req) in reqs.0.iter() {
-            let Some(rf) = Fields::parse(req) else {
-                continue;
-            };
-            let Some(m) = rf
-                .get("method")
-                .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
-            else {
-                continue;
-            };
-            let params = rf.get("params");
-            let declared = crate::mrtr::required_capability(&m, params).is_some_and(|need| {
+        for r in &reqs {
+            let (m, params) = (&r.method, r.params);
+            let declared = crate::mrtr::required_capability(m, params).is_some_and(|need| {
                 crate::mrtr::capability_declared(self.session.client_caps(), need)
             });
             if !declared {
@@ -299,16 +290,15 @@ impl Driver {
                 return None;
             }
             // URL elicitation needs an elicitationId in 2025-11-25: minted here.
-            let legacy = crate::mrtr::to_legacy_input(&m, params);
-            let params = legacy.as_deref().or(params);
+            let params = r.legacy_params();
             let id = format!("\"mcpb-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed));
             let rx = self.session.expect_answer(&id);
-            let frame = jsonrpc::request(&id, &m, params.map(RawValue::get));
+            let frame = jsonrpc::request(&id, m, params.as_deref().map(RawValue::get));
             if self.tx.send(Next::Frame(frame)).await.is_err() {
                 self.session.forget_answer(&id);
                 return None;
             }
-            waits.push((key.to_string(), id, rx));
+            waits.push((r.key.to_string(), id, rx));
         }
         let mut answers = serde_json::Map::new();
         for (key, id, rx) in waits {

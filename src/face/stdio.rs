@@ -802,33 +802,28 @@ impl Face {
         reqs: &RawValue,
         token: &CancellationToken,
     ) -> Result<serde_json::Map<String, Value>, Option<Outcome>> {
-        let Some(reqs) = Fields::parse(reqs) else {
+        let Some(reqs) = mrtr::input_requests(reqs) else {
             return Err(Some(internal_error(
                 "the server's inputRequests is not an object",
             )));
         };
         let mut waits = Vec::new();
-        for (key, req) in reqs.0.iter() {
-            let Some(rf) = Fields::parse(req) else {
-                continue;
-            };
-            let Some(m) = rf
-                .get("method")
-                .and_then(|m| serde_json::from_str::<String>(m.get()).ok())
-            else {
-                continue;
-            };
+        for r in &reqs {
+            let m = &r.method;
             let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
             let ours = format!("\"mcp-bridge:{n}\"");
             let (tx, rx) = oneshot::channel();
             lock(&self.input_waits).insert(ours.clone(), tx);
             debug!("asking the host {m} as {ours} for the 2026 remote");
             // URL elicitation needs an elicitationId in 2025-11-25 (see crate::mrtr).
-            let legacy = mrtr::to_legacy_input(&m, rf.get("params"));
-            let params = legacy.as_deref().or(rf.get("params"));
-            self.send(jsonrpc::request(&ours, &m, params.map(RawValue::get)))
-                .await;
-            waits.push((key.to_string(), ours, rx));
+            let params = r.legacy_params();
+            self.send(jsonrpc::request(
+                &ours,
+                m,
+                params.as_deref().map(RawValue::get),
+            ))
+            .await;
+            waits.push((r.key.to_string(), ours, rx));
         }
         let mut answers = serde_json::Map::new();
         let mut failed = None;
