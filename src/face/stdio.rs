@@ -513,6 +513,14 @@ impl Face {
         if let Some(state) = state {
             return self.resume(id, call, &state, token).await;
         }
+        let mut call = call;
+        if self.remote.era().await == Some(Era::Legacy) {
+            // A retry after a translated -32042 is the original call again (see crate::mrtr):
+            // the 2025 remote never asked for these inputResponses.
+            if let Some(p) = mrtr::strip_input_responses(call.params.as_deref()) {
+                call.params = Some(p);
+            }
+        }
         let park = ParkCtx {
             method: call.method.clone(),
             digest: mrtr::params_digest(call.params.as_deref()),
