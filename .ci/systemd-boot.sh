@@ -105,11 +105,14 @@ case "$state" in
   *) bad "systemd did not finish booting (state: ${state:-none})"; finish ;;
 esac
 prop() { in_ns systemctl show -p "$2" --value "$1"; }
-journal() { in_ns journalctl -u mcp-bridge.service --no-pager -o cat; }
+# By identifier, not -u: journald can miss the unit of the last lines of a process that has
+# just exited (it reads the cgroup after the fact), and those are the shutdown lines.
+journal() { in_ns journalctl --no-pager -o cat SYSLOG_IDENTIFIER=mcp-bridge; }
 # journald writes asynchronously: wait (bounded) for a line.
 journal_has() {
-  for _ in $(seq 1 50); do
-    journal | grep -q -- "$1" && return 0
+  for _ in $(seq 1 100); do
+    # Not `journal | grep -q`: under pipefail, grep leaving early fails the pipe (SIGPIPE).
+    grep -q -- "$1" <<<"$(journal)" && return 0
     sleep 0.1
   done
   return 1
