@@ -628,3 +628,22 @@ async fn listen_on_modern_child_outlives_call_timeout_and_ends_at_shutdown() {
     );
     assert!(sse.ends_within(Duration::from_secs(20)).await);
 }
+
+/// A child's `notifications/tools/list_changed` makes the bridge read its tool list again
+/// (the `Mcp-Param-*` rules and the metric labels come from it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn child_tool_list_change_is_reread() {
+    let b = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let c = client();
+    let needle = "tool list re-read after list_changed";
+    let r = call_modern(&c, &b.url, json!(1), "echo", json!({"text": "x"})).await;
+    assert_eq!(r.text(), "x", "{r:?}");
+    assert_eq!(b.log.count(needle), 0);
+    let r = call_modern(&c, &b.url, json!(2), "notify", json!({"kind": "tools"})).await;
+    assert_eq!(r.text(), "ok", "{r:?}");
+    let line = b.log.expect(needle, Duration::from_secs(10)).await;
+    assert!(
+        line.contains("tools=") && !line.contains("tools=0"),
+        "{line}"
+    );
+}

@@ -124,6 +124,8 @@ struct Proc {
     tool_headers: RwLock<HashMap<String, Vec<(String, String)>>>,
     /// Tool names from the last `tools/list`: the only ones used as metric labels.
     tool_names: RwLock<crate::metrics::ToolNames>,
+    /// `tools/list_changed` seen and not yet re-read: 0 none, 1 a refresh runs, >1 one more.
+    tools_changed: std::sync::atomic::AtomicUsize,
 }
 
 #[derive(Clone)]
@@ -549,6 +551,7 @@ impl ChildUpstream {
             log_floor: crate::notifications::LogFloor::default(),
             tool_headers: RwLock::new(HashMap::new()),
             tool_names: RwLock::new(crate::metrics::ToolNames::default()),
+            tools_changed: std::sync::atomic::AtomicUsize::new(0),
         });
         let io_done = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
@@ -594,7 +597,8 @@ impl ChildUpstream {
         if let Ok(mut g) = proc.info.write() {
             *g = Some(info.clone());
         }
-        self.refresh_tools(&proc, info.era).await;
+        let n = self.refresh_tools(&proc, info.era).await;
+        debug!(server = %cfg.name, tools = n, "tool list read");
         self.inner.state.send_replace(State::Ready(proc.clone()));
         self.inner.metrics.set_up(&cfg.name, true);
 
@@ -732,7 +736,7 @@ impl ChildUpstream {
     }
 
     /// Learn which tools carry `x-mcp-header` annotations (for `Mcp-Param-*` validation).
-    async fn refresh_tools(&self, proc: &Arc<Proc>, era: Era) {
+    async fn refresh_tools(&self, proc: &Arc<Proc>, era: Era) -> usize {
         let mut map = HashMap::new();
         let mut names = Vec::new();
         let mut cursor: Option<String> = None;
@@ -802,6 +806,7 @@ impl ChildUpstream {
         if let Ok(mut g) = proc.tool_names.write() {
             *g = crate::metrics::ToolNames::new(names.iter().map(String::as_str));
         }
+        names.len()
     }
 
     async fn read_stdout(&self, proc: Arc<Proc>, stdout: tokio::process::ChildStdout) {
@@ -925,8 +930,36 @@ impl ChildUpstream {
         let _ = sinks.outcome.send(outcome);
     }
 
+    /// The child's tool list changed: read it again (header rules and metric labels), one
+    /// refresh at a time; a change announced during a refresh gets one more.
+    fn tools_changed(&self, proc: &Arc<Proc>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        if proc.tools_changed.fetch_add(1, SeqCst) > 0 {
+            return;
+        }
+        let (me, proc) = (self.clone(), proc.clone());
+        tokio::spawn(async move {
+            loop {
+                let era = proc.info().map(|i| i.era).unwrap_or(Era::Legacy);
+                let n = me.refresh_tools(&proc, era).await;
+                info!(server = %me.inner.cfg.name, tools = n, "tool list re-read after list_changed");
+                if proc
+                    .tools_changed
+                    .compare_exchange(1, 0, SeqCst, SeqCst)
+                    .is_ok()
+                {
+                    break;
+                }
+                proc.tools_changed.store(1, SeqCst);
+            }
+        });
+    }
+
     fn on_notification(&self, proc: &Arc<Proc>, env: &Envelope<'_>, frame: &Bytes) {
         let method = env.method();
+        if method == "notifications/tools/list_changed" {
+            self.tools_changed(proc);
+        }
         // Request-scoped: progress (token = our id) and listen-stream traffic (subscription id).
         let target = if method == "notifications/progress" {
             env.params
