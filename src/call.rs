@@ -16,7 +16,7 @@ pub struct CallCtx {
     pub client_era: Era,
     /// `_meta` entries to add when the upstream is 2026-era and the request lacks them
     /// (a 2025 client's session: protocol version, capabilities, client info).
-    pub stamp_meta: Arc<Vec<(String, Box<RawValue>)>>,
+    pub stamp_meta: StampMeta,
     /// The 2025 session that owns the call, if any (attribution of server requests).
     pub session: Option<Arc<str>>,
     /// Can this caller receive requests from the upstream on the call's stream?
@@ -30,9 +30,11 @@ pub struct CallCtx {
 
 impl CallCtx {
     pub fn modern() -> Self {
+        // One shared empty list: a 2026 call stamps nothing (no allocation per call).
+        static NOTHING: std::sync::OnceLock<StampMeta> = std::sync::OnceLock::new();
         Self {
             client_era: Era::Modern,
-            stamp_meta: Arc::new(Vec::new()),
+            stamp_meta: NOTHING.get_or_init(|| Arc::new(Vec::new())).clone(),
             session: None,
             accepts_server_requests: false,
             log_level: None,
@@ -82,6 +84,9 @@ pub struct CallSinks {
     pub events: mpsc::Sender<CallEvent>,
     pub outcome: oneshot::Sender<Outcome>,
 }
+
+/// `_meta` entries stamped onto a call, shared by every call of a session.
+pub type StampMeta = Arc<Vec<(String, Box<RawValue>)>>;
 
 /// Capacity of a call's event queue. A consumer that falls this far behind loses
 /// notifications (counted), never the final answer.

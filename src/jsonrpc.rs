@@ -220,7 +220,17 @@ pub fn write_object(out: &mut BytesMut, fields: &[(Cow<'_, str>, &RawValue)]) {
 
 /// Append `s` as a JSON string literal.
 pub fn write_json_str(out: &mut BytesMut, s: &str) {
-    // serde_json's escaping is correct and fast; it cannot fail for a &str.
+    // Method names and the like rarely need escaping: copy those as they are.
+    if s.bytes()
+        .all(|b| b >= 0x20 && b != b'"' && b != b'\\' && b < 0x7f)
+    {
+        out.reserve(s.len() + 2);
+        out.put_u8(b'"');
+        out.put_slice(s.as_bytes());
+        out.put_u8(b'"');
+        return;
+    }
+    // serde_json's escaping is correct; it cannot fail for a &str.
     match serde_json::to_string(s) {
         Ok(q) => out.put_slice(q.as_bytes()),
         Err(_) => out.put_slice(b"\"\""),
@@ -421,6 +431,24 @@ pub fn raw(s: &str) -> Box<RawValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_strings_are_escaped_when_needed() {
+        for s in [
+            "tools/call",
+            "a\"b",
+            "back\\slash",
+            "tab\t",
+            "é",
+            "\u{7f}",
+            "",
+        ] {
+            let mut out = BytesMut::new();
+            write_json_str(&mut out, s);
+            let back: String = serde_json::from_slice(&out).unwrap();
+            assert_eq!(back, s);
+        }
+    }
 
     #[test]
     fn method_borrows_unless_escaped() {

@@ -320,8 +320,14 @@ fn strip_port(hostport: &str) -> &str {
 }
 
 pub fn is_loopback_host(hostport: &str) -> bool {
-    let h = strip_port(hostport).to_ascii_lowercase();
-    h == "localhost" || h == "127.0.0.1" || h == "::1" || h.ends_with(".localhost")
+    let h = strip_port(hostport);
+    const SUFFIX: &str = ".localhost";
+    h.eq_ignore_ascii_case("localhost")
+        || h == "127.0.0.1"
+        || h == "::1"
+        || (h.len() > SUFFIX.len()
+            && h.is_char_boundary(h.len() - SUFFIX.len())
+            && h[h.len() - SUFFIX.len()..].eq_ignore_ascii_case(SUFFIX))
 }
 
 pub fn origin_allowed(cfg: &HttpConfig, origin: &str) -> bool {
@@ -355,7 +361,14 @@ fn accepts(h: &HeaderMap) -> (bool, bool) {
     let Some(a) = h.get(header::ACCEPT).and_then(|v| v.to_str().ok()) else {
         return (true, true);
     };
-    let a = a.to_ascii_lowercase();
+    // Media types are case-insensitive; lower-case only the rare header that needs it.
+    let lowered;
+    let a = if a.bytes().any(|b| b.is_ascii_uppercase()) {
+        lowered = a.to_ascii_lowercase();
+        lowered.as_str()
+    } else {
+        a
+    };
     let any = a.contains("*/*");
     (
         any || a.contains("application/json") || a.contains("application/*"),
@@ -385,7 +398,10 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let h = parts.headers;
     if let Some(ct) = header_str(&h, header::CONTENT_TYPE.as_str()) {
-        if !ct.to_ascii_lowercase().starts_with("application/json") {
+        if !ct
+            .get(..16)
+            .is_some_and(|p| p.eq_ignore_ascii_case("application/json"))
+        {
             return rpc_error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 None,
@@ -1169,5 +1185,49 @@ fn delete(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
             "Session not found",
             None,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts() {
+        for h in [
+            "localhost",
+            "LocalHost:8080",
+            "127.0.0.1:1",
+            "[::1]:80",
+            "a.localhost",
+            "A.LOCALHOST:9",
+        ] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in [
+            "example.com",
+            "localhost.evil",
+            "127.0.0.2",
+            "xlocalhost",
+            ".localhost",
+            "é.localhosté",
+        ] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+
+    #[test]
+    fn accept_header() {
+        let h = |v: &str| {
+            let mut m = HeaderMap::new();
+            m.insert(header::ACCEPT, HeaderValue::from_str(v).unwrap());
+            accepts(&m)
+        };
+        assert_eq!(h("application/json, text/event-stream"), (true, true));
+        assert_eq!(h("Application/JSON"), (true, false));
+        assert_eq!(h("TEXT/Event-Stream"), (false, true));
+        assert_eq!(h("*/*"), (true, true));
+        assert_eq!(h("image/png"), (false, false));
+        assert_eq!(accepts(&HeaderMap::new()), (true, true));
     }
 }
