@@ -1,5 +1,5 @@
-//! Wiring: start the upstream, serve the face on a listener, and shut both down in order
-//! (stop accepting → drain in-flight calls → stop children).
+//! Wiring: the runtime, start the upstream, serve the face on a listener, and shut both down
+//! in order (stop accepting → drain in-flight calls → stop children).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,19 @@ use tracing::info;
 use crate::face::http::{self, App, HttpConfig};
 use crate::metrics::Metrics;
 use crate::upstream::child::ChildConfig;
+
+/// The multi-threaded runtime every subcommand runs on (`workers`: None = one per core). On
+/// failure the reason is on stderr and the exit code is returned.
+pub fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    if let Some(n) = workers {
+        b.worker_threads(n);
+    }
+    b.enable_all().build().map_err(|e| {
+        eprintln!("mcp-bridge: cannot start the runtime: {e}");
+        std::process::ExitCode::FAILURE
+    })
+}
 
 /// Run `serve` on `listener` until `shutdown` is cancelled.
 pub async fn run_serve(

@@ -652,94 +652,36 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) {
     }
     let a = &args.auth;
     let p = &mut plan.auth;
-    if g("auth") {
-        p.auth = a.auth;
+    // Each flag given on the command line replaces the field of the same name.
+    macro_rules! given {
+        ($to:ident <- $from:ident: $($f:ident),+) => {
+            $(if g(stringify!($f)) {
+                $to.$f = $from.$f.clone();
+            })+
+        };
     }
-    if g("token_file") {
-        p.token_file = a.token_file.clone();
-    }
-    if g("token_env") {
-        p.token_env = a.token_env.clone();
-    }
-    if g("jwks_url") {
-        p.jwks_url = a.jwks_url.clone();
-    }
-    if g("jwks_file") {
-        p.jwks_file = a.jwks_file.clone();
-    }
-    if g("issuer") {
-        p.issuer = a.issuer.clone();
-    }
-    if g("audience") {
-        p.audience = a.audience.clone();
-    }
-    if g("required_scope") {
-        p.required_scope = a.required_scope.clone();
-    }
-    if g("authorization_server") {
-        p.authorization_server = a.authorization_server.clone();
-    }
+    given!(p <- a: auth, token_file, token_env, jwks_url, jwks_file, issuer, audience,
+        required_scope, authorization_server, allow_unauthenticated);
     if g("tls_cert") || g("tls_key") {
         p.tls_cert = a.tls_cert.clone();
         p.tls_key = a.tls_key.clone();
-    }
-    if g("allow_unauthenticated") {
-        p.allow_unauthenticated = a.allow_unauthenticated;
     }
     if g("resource_url") {
         // With named servers the flag gives the base every server's path is appended to.
         plan.public_url = a.resource_url.clone();
     }
-    if g("shutdown_grace") {
-        plan.shutdown_grace = args.shutdown_grace;
-    }
-    if g("metrics_listen") {
-        plan.metrics_listen = args.metrics_listen;
-    }
-    if g("metrics_on_main") {
-        plan.metrics_on_main = args.metrics_on_main;
-    }
+    given!(plan <- args: shutdown_grace, metrics_listen, metrics_on_main);
     for s in &mut plan.servers {
         let l = &mut s.limits;
-        if g("call_timeout") {
-            l.call_timeout = args.call_timeout;
-        }
-        if g("start_wait") {
-            l.start_wait = args.start_wait;
-        }
-        if g("probe_timeout") {
-            l.probe_timeout = args.probe_timeout;
-        }
-        if g("session_timeout") {
-            l.session_timeout = args.session_timeout;
-        }
+        given!(l <- args: call_timeout, start_wait, probe_timeout, session_timeout);
         if g("max_sessions") {
             l.max_sessions = args.max_sessions.max(1);
         }
-        if g("max_body") {
-            l.max_body = args.max_body;
-        }
-        if g("max_line") {
-            l.max_line = args.max_line;
-        }
-        if g("stdin_grace") {
-            l.stdin_grace = args.stdin_grace;
-        }
-        if g("term_grace") {
-            l.term_grace = args.term_grace;
-        }
+        given!(l <- args: max_body, max_line, stdin_grace, term_grace);
         if g("keepalive") {
             l.keepalive = args.keepalive.max(Duration::from_millis(100));
         }
-        if g("isolation") {
-            s.isolation = args.isolation;
-        }
-        if g("pass_environment") {
-            s.pass_environment = args.pass_environment;
-        }
-        if g("cwd") {
-            s.cwd = args.cwd.clone();
-        }
+        given!(s <- args: isolation, pass_environment, cwd);
         if g("env") {
             for (k, v) in &args.env {
                 s.env.retain(|(k2, _)| k2 != k);
@@ -858,21 +800,41 @@ call_timeout = 30
             "9100",
             "--call-timeout",
             "7s",
+            "--issuer",
+            "https://as.example",
+            "--shutdown-grace",
+            "3s",
+            "--max-line",
+            "1000",
+            "--pass-environment",
         ])
         .unwrap();
         let crate::cli::Command::Serve(args) = cli.command else {
             panic!()
         };
-        let given: Given = ["port", "call_timeout"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
+        let given: Given = [
+            "port",
+            "call_timeout",
+            "issuer",
+            "shutdown_grace",
+            "max_line",
+            "pass_environment",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         apply_overrides(&mut p, &args, &given);
         assert!(p.listen.iter().all(|a| a.port() == 9100));
         assert!(p
             .servers
             .iter()
             .all(|s| s.limits.call_timeout == Duration::from_secs(7)));
+        assert_eq!(p.auth.issuer.as_deref(), Some("https://as.example"));
+        assert_eq!(p.shutdown_grace, Duration::from_secs(3));
+        assert!(p
+            .servers
+            .iter()
+            .all(|s| s.limits.max_line == 1000 && s.pass_environment));
         // Not given: the file's value stays.
         assert_eq!(p.server("py").unwrap().limits.max_body, 1 << 20);
         assert!(check_overrides(&["demo".to_string()].into_iter().collect()).is_err());

@@ -81,15 +81,9 @@ fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match mcp_bridge::app::runtime(None) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("mcp-bridge: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     rt.block_on(async move {
         let listener = match tokio::net::TcpListener::bind(args.addr()).await {
@@ -152,16 +146,9 @@ fn connect(args: mcp_bridge::cli_connect::ConnectArgs) -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let rt = match mcp_bridge::app::runtime(Some(2)) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("mcp-bridge: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     rt.block_on(async move {
         let shutdown = CancellationToken::new();

@@ -143,15 +143,9 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
             return ExitCode::from(EX_CONFIG);
         }
     };
-    let rt = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match crate::app::runtime(None) {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("mcp-bridge: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let d = Daemon {
         sources,
