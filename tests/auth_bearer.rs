@@ -22,12 +22,10 @@ fn token_file(dir: &tempfile::TempDir) -> String {
     p.to_str().unwrap().to_owned()
 }
 
-#[tokio::test]
-async fn bearer_tokens_guard_every_method_and_health_stays_open() {
-    let dir = tempfile::tempdir().unwrap();
-    let f = token_file(&dir);
-    let b = Bridge::start(
-        "debug",
+/// `serve --demo --auth bearer` with the token file `f` and TOKEN_ENV in the variable `var`.
+async fn demo_with_tokens(level: &str, f: &str, var: &str) -> Bridge {
+    Bridge::start(
+        level,
         &[
             "--demo",
             "--port",
@@ -35,13 +33,20 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
             "--auth",
             "bearer",
             "--token-file",
-            &f,
+            f,
             "--token-env",
-            "MCPB_T",
+            var,
         ],
-        &[("MCPB_T", TOKEN_ENV)],
+        &[(var, TOKEN_ENV)],
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn bearer_tokens_guard_every_method_and_health_stays_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = token_file(&dir);
+    let b = demo_with_tokens("debug", &f, "MCPB_T").await;
 
     let r = post_init(&b.url, None).await;
     assert_eq!(r.status().as_u16(), 401);
@@ -395,22 +400,7 @@ async fn the_callers_token_never_reaches_the_child() {
 async fn no_secret_in_the_log_at_trace_level() {
     let dir = tempfile::tempdir().unwrap();
     let f = token_file(&dir);
-    let b = Bridge::start(
-        "trace",
-        &[
-            "--demo",
-            "--port",
-            "0",
-            "--auth",
-            "bearer",
-            "--token-file",
-            &f,
-            "--token-env",
-            "MCPB_T2",
-        ],
-        &[("MCPB_T2", TOKEN_ENV)],
-    )
-    .await;
+    let b = demo_with_tokens("trace", &f, "MCPB_T2").await;
     let param_secret = "param-secret-value-4711";
     for token in [TOKEN_A, TOKEN_ENV, WRONG] {
         let _ = post_init(&b.url, Some(token)).await;
@@ -466,22 +456,7 @@ async fn token_file_reloads_on_sighup() {
     const TOKEN_B: &str = "tok-bob-abcdefghijklmnop0123";
     let dir = tempfile::tempdir().unwrap();
     let f = token_file(&dir);
-    let b = Bridge::start(
-        "info",
-        &[
-            "--demo",
-            "--port",
-            "0",
-            "--auth",
-            "bearer",
-            "--token-file",
-            &f,
-            "--token-env",
-            "MCPB_T",
-        ],
-        &[("MCPB_T", TOKEN_ENV)],
-    )
-    .await;
+    let b = demo_with_tokens("info", &f, "MCPB_T").await;
     assert_eq!(
         post_init(&b.url, Some(TOKEN_A)).await.status().as_u16(),
         200
