@@ -15,12 +15,11 @@ use ::http::{Request, Response, StatusCode, Uri};
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{info, warn};
 
 use crate::auth::WELL_KNOWN;
 use crate::config::{server_path, ServerSpec};
@@ -273,53 +272,13 @@ pub async fn accept_loop(
     stopping: CancellationToken,
     grace: Duration,
 ) {
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stopping.cancelled() => break,
-        };
-        let _ = stream.set_nodelay(true);
+    let drained = http::accept_loop(listener, tls, stopping, grace, move |req, peer| {
         let r = router.clone();
-        let svc = hyper::service::service_fn(move |req| {
-            let r = r.clone();
-            async move { Ok::<_, std::convert::Infallible>(r.handle(req, peer).await) }
-        });
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
-        match tls.clone() {
-            Some(tls) => {
-                tokio::spawn(async move {
-                    let Some(stream) = tls.accept(stream).await else {
-                        return;
-                    };
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        debug!("connection ended: {e}");
-                    }
-                });
-            }
-            None => {
-                tokio::spawn(async move {
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        debug!("connection ended: {e}");
-                    }
-                });
-            }
-        }
-    }
-    drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => debug!("listener drained"),
-        _ = tokio::time::sleep(grace) => warn!("shutdown grace period over; closing remaining connections"),
+        async move { r.handle(req, peer).await }
+    })
+    .await;
+    if !drained {
+        warn!("shutdown grace period over; closing remaining connections");
     }
 }
 

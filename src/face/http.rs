@@ -119,9 +119,35 @@ const ROUTE_OTHER: &str = "other";
 /// Serve connections from `listener` until `stopping` is cancelled, then drain in-flight
 /// requests for up to `grace` before returning.
 pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
+    spawn_sweeper(&app);
+    let (tls, stopping) = (app.cfg.tls.clone(), app.stopping.clone());
+    let a = app.clone();
+    let drained = accept_loop(listener, tls, stopping, grace, move |req, peer| {
+        handle(a.clone(), req, peer)
+    })
+    .await;
+    if !drained {
+        warn!("shutdown grace period over; cancelling remaining calls");
+    }
+    app.sessions.close_all();
+}
+
+/// Accept connections on `listener` (TLS when `tls` is set; HTTP/1.1 and HTTP/2) and answer
+/// each request with `handler` until `stopping` is cancelled; then let open connections finish
+/// for up to `grace`. True when they all finished in time. Shared by `serve` and the daemon.
+pub async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    tls: Option<Arc<crate::auth::tls::Tls>>,
+    stopping: CancellationToken,
+    grace: Duration,
+    handler: F,
+) -> bool
+where
+    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
+{
     let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    spawn_sweeper(&app);
     loop {
         let (stream, peer) = tokio::select! {
             r = listener.accept() => match r {
@@ -132,41 +158,42 @@ pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
                     continue;
                 }
             },
-            _ = app.stopping.cancelled() => break,
+            _ = stopping.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let app2 = app.clone();
+        let h = handler.clone();
         let svc = hyper::service::service_fn(move |req| {
-            let app = app2.clone();
-            async move { Ok::<_, std::convert::Infallible>(handle(app, req, peer).await) }
+            let fut = h(req, peer);
+            async move { Ok::<_, std::convert::Infallible>(fut.await) }
         });
-        if let Some(tls) = app.cfg.tls.clone() {
-            let (builder, watcher) = (builder.clone(), graceful.watcher());
-            tokio::spawn(async move {
-                let Some(stream) = tls.accept(stream).await else {
-                    return;
-                };
-                let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                if let Err(e) = watcher.watch(conn.into_owned()).await {
-                    debug!("connection ended: {e}");
-                }
-            });
-            continue;
-        }
-        let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-        let conn = graceful.watch(conn.into_owned());
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                debug!("connection ended: {e}");
+        let (builder, watcher) = (builder.clone(), graceful.watcher());
+        match tls.clone() {
+            Some(tls) => {
+                tokio::spawn(async move {
+                    let Some(stream) = tls.accept(stream).await else {
+                        return;
+                    };
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                    if let Err(e) = watcher.watch(conn.into_owned()).await {
+                        debug!("connection ended: {e}");
+                    }
+                });
             }
-        });
+            None => {
+                tokio::spawn(async move {
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
+                    if let Err(e) = watcher.watch(conn.into_owned()).await {
+                        debug!("connection ended: {e}");
+                    }
+                });
+            }
+        }
     }
     drop(listener);
     tokio::select! {
-        _ = graceful.shutdown() => info!("all connections drained"),
-        _ = tokio::time::sleep(grace) => warn!("shutdown grace period over; cancelling remaining calls"),
+        _ = graceful.shutdown() => { info!("all connections drained"); true }
+        _ = tokio::time::sleep(grace) => false,
     }
-    app.sessions.close_all();
 }
 
 /// Expire idle 2025 sessions and abandoned parked calls until `app.stopping` is cancelled.
