@@ -60,15 +60,21 @@ pub async fn run_serve_with(
     let children = CancellationToken::new();
     let stopping = CancellationToken::new();
     let name = child.name.clone();
-    let app = App::start(
+    let app = match App::start(
         &name,
         cfg,
-        child,
+        crate::upstream::UpstreamSpec::Child(child),
         metrics,
         stopping.clone(),
         children.clone(),
         tracker.clone(),
-    );
+    ) {
+        Ok(app) => app,
+        Err(e) => {
+            tracing::error!("{e}");
+            return;
+        }
+    };
     let face = tokio::spawn(http::serve(listener, app.clone(), grace));
     shutdown.cancelled().await;
     info!(

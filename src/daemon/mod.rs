@@ -226,12 +226,13 @@ impl Daemon {
             .finish(http, self.first_bound())
             .await
             .map_err(|e| format!("server {:?}: {e}", spec.name))?;
-        Ok(ServerRt::start(
+        ServerRt::start(
             spec.clone(),
             plan.allow_origins.clone(),
             http,
             self.metrics.clone(),
-        ))
+        )
+        .map_err(|e| format!("server {:?}: {e}", spec.name))
     }
 
     fn status(&self) -> String {

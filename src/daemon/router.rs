@@ -59,26 +59,26 @@ impl ServerRt {
         origins: Vec<String>,
         cfg: HttpConfig,
         metrics: Arc<Metrics>,
-    ) -> Arc<ServerRt> {
+    ) -> Result<Arc<ServerRt>, String> {
         let tracker = TaskTracker::new();
         let children = CancellationToken::new();
-        let child = spec.child_config();
+        let upstream = crate::upstream::UpstreamSpec::Child(spec.child_config());
         let app = App::start(
             &spec.name,
             cfg,
-            child,
+            upstream,
             metrics,
             CancellationToken::new(),
             children,
             tracker,
-        );
+        )?;
         http::spawn_sweeper(&app);
-        Arc::new(ServerRt {
+        Ok(Arc::new(ServerRt {
             spec,
             origins,
             app,
             inflight: Arc::new(AtomicUsize::new(0)),
-        })
+        }))
     }
 
     pub fn name(&self) -> &str {

@@ -78,16 +78,23 @@ pub struct App {
 
 impl App {
     /// An app for one server: spawns its shared child on `tracker`; the child stops when
-    /// `children` is cancelled.
+    /// `children` is cancelled. Fails (with a message for the operator) when the upstream
+    /// cannot be set up.
     pub fn start(
         name: &str,
         cfg: HttpConfig,
-        child: ChildConfig,
+        upstream: crate::upstream::UpstreamSpec,
         metrics: Arc<Metrics>,
         stopping: CancellationToken,
         children: CancellationToken,
         tracker: TaskTracker,
-    ) -> Arc<App> {
+    ) -> Result<Arc<App>, String> {
+        let child = match upstream {
+            crate::upstream::UpstreamSpec::Child(c) => c,
+            crate::upstream::UpstreamSpec::Remote(r) => {
+                return Err(format!("remote upstream {} is not supported yet", r.url))
+            }
+        };
         let upstream = ChildUpstream::spawn(
             child.clone(),
             None,
@@ -95,7 +102,7 @@ impl App {
             children.child_token(),
             &tracker,
         );
-        Arc::new(App {
+        Ok(Arc::new(App {
             server: Arc::from(name),
             cfg,
             upstream,
@@ -108,7 +115,7 @@ impl App {
             parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
             signer: Arc::new(crate::mrtr::StateSigner::new()),
             resource_subs: Arc::default(),
-        })
+        }))
     }
 }
 
