@@ -36,6 +36,15 @@ use crate::jsonrpc::Fields;
 
 const PREFIX: &str = "mcpb1.";
 
+/// A request id the bridge mints for a request it sends to a client (a 2025 server request
+/// relayed or an `inputRequests` entry unpacked), as JSON: `"mcpb-N"`, unique within the
+/// process and on both faces, so it cannot collide with a client's own ids.
+pub fn mint_request_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!("\"mcpb-{n}\"")
+}
+
 /// How long a parked call waits for its client's retry.
 pub const INPUT_TTL: Duration = Duration::from_secs(300);
 

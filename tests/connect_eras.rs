@@ -4,7 +4,7 @@
 //!   `input_required`, the host's retry carries the answers back (forged and replayed
 //!   `requestState` get -32602, undeclared capabilities are refused to the remote);
 //! - a 2025 host and a 2026 remote: `input_required` becomes real requests to the host
-//!   (`"mcp-bridge:N"` ids), and the remote is retried with the answers.
+//!   (`"mcpb-N"` ids, the same scheme as serve), and the remote is retried with the answers.
 
 mod connect_harness;
 
@@ -124,7 +124,7 @@ async fn legacy_host_answers_a_2026_remote_as_real_requests() {
     });
     let rid = req["id"].clone();
     assert!(
-        rid.as_str().is_some_and(|s| s.starts_with("mcp-bridge:")),
+        rid.as_str().is_some_and(|s| s.starts_with("mcpb-")),
         "{req}"
     );
     assert!(req["params"].to_string().contains("your name?"), "{req}");
@@ -149,7 +149,7 @@ async fn legacy_host_answers_a_2026_remote_as_real_requests() {
     });
     let rid2 = req["id"].clone();
     assert!(
-        rid2.as_str().is_some_and(|s| s.starts_with("mcp-bridge:")) && rid2 != rid,
+        rid2.as_str().is_some_and(|s| s.starts_with("mcpb-")) && rid2 != rid,
         "{req}"
     );
     h.send(

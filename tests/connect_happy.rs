@@ -136,7 +136,7 @@ async fn legacy_host_to_2025_remote_relays_server_requests() {
     });
     let rid = req["id"].clone();
     assert!(
-        rid.as_str().is_some_and(|s| s.starts_with("mcp-bridge:")),
+        rid.as_str().is_some_and(|s| s.starts_with("mcpb-")),
         "{req}"
     );
     h.send(&json!({"jsonrpc": "2.0", "id": rid, "result": {"roots": [{"uri": "file:///work", "name": "work"}]}}));

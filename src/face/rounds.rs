@@ -7,7 +7,6 @@
 //! (`crate::mrtr::to_legacy_input`).
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -29,8 +28,6 @@ use crate::jsonrpc::{self, code, Fields};
 
 /// Most `input_required` rounds one call may go through.
 pub const MAX_ROUNDS: u32 = 10;
-
-static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 struct Driver {
     app: Arc<App>,
@@ -291,7 +288,7 @@ impl Driver {
             }
             // URL elicitation needs an elicitationId in 2025-11-25: minted here.
             let params = r.legacy_params();
-            let id = format!("\"mcpb-{}\"", NEXT_ID.fetch_add(1, Ordering::Relaxed));
+            let id = crate::mrtr::mint_request_id();
             let rx = self.session.expect_answer(&id);
             let frame = jsonrpc::request(&id, m, params.as_deref().map(RawValue::get));
             if self.tx.send(Next::Frame(frame)).await.is_err() {

@@ -3,7 +3,7 @@
 //! (`initialize`, then a session-like lifecycle) and a 2026 host (per-request `_meta`) alike,
 //! restores the host's ids on every answer, carries host cancellations to the upstream (by
 //! dropping the call), and relays the remote's 2025 server requests under ids of our own
-//! (`"mcp-bridge:N"`) so they cannot collide with the host's.
+//! (`"mcpb-N"`, `crate::mrtr::mint_request_id`) so they cannot collide with the host's.
 //!
 //! Across eras (the same translations as `serve`, with `crate::mrtr`):
 //! - 2026 host, 2025 remote: a server request on the stream of a `tools/call`/`prompts/get`/
@@ -11,7 +11,7 @@
 //!   `requestState`); the host's retry hands its `inputResponses` to the remote as responses
 //!   under the remote's ids, and the parked call's answer goes out under the retry's id.
 //! - 2025 host, 2026 remote: an `input_required` result becomes requests to the host
-//!   (`"mcp-bridge:N"` ids); with every answer in, the remote is retried with `inputResponses`
+//!   (`"mcpb-N"`, `crate::mrtr::mint_request_id` ids); with every answer in, the remote is retried with `inputResponses`
 //!   and the exact `requestState` under a new id, at most `MAX_ROUNDS` times.
 //!
 //! Notifications and logging across eras (with `crate::notifications`, as `serve` does):
@@ -38,7 +38,7 @@
 //!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::mrtr`).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -181,7 +181,6 @@ struct Face {
     stopping: CancellationToken,
     /// Our id for a server request sent to the host → the remote's id.
     server_requests: Mutex<HashMap<String, Box<RawValue>>>,
-    next_server_request: AtomicU64,
     /// Our id for an input request of a 2026 remote sent to a 2025 host → its waiter.
     input_waits: Mutex<HashMap<String, oneshot::Sender<HostAnswer>>>,
     signer: StateSigner,
@@ -223,7 +222,6 @@ pub async fn serve<R, W>(
         },
         stopping: CancellationToken::new(),
         server_requests: Mutex::new(HashMap::new()),
-        next_server_request: AtomicU64::new(1),
         input_waits: Mutex::new(HashMap::new()),
         signer: StateSigner::new(),
         parked: ParkStore::new(MAX_PARKED),
@@ -818,8 +816,7 @@ impl Face {
         let mut waits = Vec::new();
         for r in &reqs {
             let m = &r.method;
-            let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
-            let ours = format!("\"mcp-bridge:{n}\"");
+            let ours = mrtr::mint_request_id();
             let (tx, rx) = oneshot::channel();
             lock(&self.input_waits).insert(ours.clone(), tx);
             debug!("asking the host {m} as {ours} for the 2026 remote");
@@ -1247,8 +1244,7 @@ impl Face {
         method: &str,
         params: Option<Box<RawValue>>,
     ) {
-        let n = self.next_server_request.fetch_add(1, Ordering::Relaxed);
-        let ours = format!("\"mcp-bridge:{n}\"");
+        let ours = mrtr::mint_request_id();
         lock(&self.server_requests).insert(ours.clone(), remote_id);
         debug!("relaying the remote's {method} to the host as {ours}");
         self.send(jsonrpc::request(
