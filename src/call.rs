@@ -1,12 +1,20 @@
-//! The core's vocabulary: a `Call` (one request from a face to an upstream, with its
-//! context) and what comes back for it (`CallEvent`s, then exactly one `Outcome`).
-//! Dropping a `CallHandle` before its outcome cancels the call upstream.
+//! The core's seam between faces and upstreams: a `Call` (one request from a face to an
+//! upstream, with its context), what comes back for it (`CallEvent`s, then exactly one
+//! `Outcome`) through a `CallHandle`, and the `Upstream` trait every upstream implements.
+//!
+//! Faces hold a [`SharedUpstream`] and never a concrete upstream, so a face can sit in front
+//! of a child process, a remote server, or (later) a pool of either. Dropping a `CallHandle`
+//! before its outcome cancels the call upstream, each upstream in its peer's dialect.
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc, oneshot};
 
+use crate::error::BridgeError;
 use crate::protocol::Era;
 
 /// Who asks, and how to speak to the upstream on their behalf.
@@ -108,3 +116,128 @@ pub fn sinks() -> (
         orx,
     )
 }
+
+/// What an upstream's era probe learned.
+#[derive(Debug, Clone)]
+pub struct UpstreamInfo {
+    pub era: Era,
+    /// The upstream's `server/discover` result (2026 upstream).
+    pub discover: Option<Arc<RawValue>>,
+    /// The upstream's `InitializeResult` (2025 upstream).
+    pub initialize: Option<Arc<RawValue>>,
+}
+
+/// Traffic from an upstream that belongs to no call.
+#[derive(Debug, Clone)]
+pub enum UpstreamEvent {
+    /// A notification frame (list changes, resource updates, log messages), as the peer sent it.
+    Notification(Bytes),
+    /// A request from the peer that only a 2025 session's GET stream can carry.
+    ServerRequest { session: Arc<str>, frame: Bytes },
+    /// The upstream was restarted (or reconnected): state tied to the old one is gone.
+    Restarted,
+}
+
+/// How an upstream controls one call in flight. Dropping it before the outcome cancels the
+/// call at the peer (unless detached).
+pub trait CallControl: Send {
+    /// Why the call is being dropped; an explicit reason also cancels a detached call at once.
+    fn set_reason(&mut self, reason: &'static str);
+    /// Keep the call running after its handle is dropped, until `deadline`.
+    fn detach_until(&mut self, deadline: Instant);
+    /// The id the peer sees for this call (for logs and spans).
+    fn upstream_id(&self) -> u64;
+    /// A way to cancel the call that outlives the handle.
+    fn canceller(&self) -> Canceller;
+}
+
+/// Cancels one call after its handle is gone.
+pub trait Cancel: Send + Sync {
+    /// Is the call still waiting for the peer's answer?
+    fn pending(&self) -> bool;
+    /// Cancel it at the peer; true if it was still pending.
+    fn cancel(&self, reason: &str) -> bool;
+}
+
+/// Cancels one call after its handle is gone (a detached 2025 call). Cheap to clone.
+#[derive(Clone)]
+pub struct Canceller(Arc<dyn Cancel>);
+
+impl Canceller {
+    pub fn new(c: Arc<dyn Cancel>) -> Self {
+        Self(c)
+    }
+    pub fn pending(&self) -> bool {
+        self.0.pending()
+    }
+    pub fn cancel(&self, reason: &str) -> bool {
+        self.0.cancel(reason)
+    }
+}
+
+/// A call in flight: interim events on a bounded queue, the final answer on a oneshot.
+/// Dropping it before the outcome cancels the call upstream.
+pub struct CallHandle {
+    pub events: mpsc::Receiver<CallEvent>,
+    pub outcome: oneshot::Receiver<Outcome>,
+    control: Box<dyn CallControl>,
+}
+
+impl CallHandle {
+    pub fn new(
+        events: mpsc::Receiver<CallEvent>,
+        outcome: oneshot::Receiver<Outcome>,
+        control: Box<dyn CallControl>,
+    ) -> Self {
+        Self {
+            events,
+            outcome,
+            control,
+        }
+    }
+    /// Why the call is being dropped, told to the peer as the cancellation reason.
+    pub fn set_cancel_reason(&mut self, reason: &'static str) {
+        self.control.set_reason(reason);
+    }
+    /// A way to cancel this call that outlives the handle.
+    pub fn canceller(&self) -> Canceller {
+        self.control.canceller()
+    }
+    /// The bridge's id for this call (the peer sees this id).
+    pub fn upstream_id(&self) -> u64 {
+        self.control.upstream_id()
+    }
+    /// Keep the call running after this handle is dropped (2025 clients: a dropped connection
+    /// is not a cancellation); it is still cancelled at `deadline`.
+    pub fn detach_until(&mut self, deadline: Instant) {
+        self.control.detach_until(deadline);
+    }
+}
+
+/// The peer that answers, as every face sees it.
+pub trait Upstream: Send + Sync {
+    /// Server name for logs and metric labels.
+    fn name(&self) -> &str;
+    /// Is it ready to take calls (probed, not restarting)?
+    fn is_ready(&self) -> bool;
+    /// What the era probe learned, waiting up to `wait` for a (re)starting upstream.
+    fn info(&self, wait: Duration) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>>;
+    /// Start a call, waiting up to `wait` for a (re)starting upstream.
+    fn call(&self, call: Call, wait: Duration) -> BoxFuture<'_, Result<CallHandle, BridgeError>>;
+    /// Traffic that belongs to no call.
+    fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent>;
+    /// A client's answer to a request the upstream made (the upstream's own id), one frame.
+    fn send_response(&self, frame: Bytes) -> Result<(), BridgeError>;
+    /// A client notification for the upstream, as-is (e.g. `notifications/roots/list_changed`).
+    fn send_notification(&self, frame: Bytes) -> Result<(), BridgeError>;
+    /// `Mcp-Param-*` rules of a tool: (lower-case header name, property), from its last list.
+    fn tool_headers(&self, tool: &str) -> Vec<(String, String)>;
+    /// Make a 2025 upstream log at least at `level` (it logs per session; the bridge filters
+    /// per call). Only ever lowers the level.
+    fn ensure_log_level(&self, level: &'static str);
+    /// Stop it (a per-session upstream whose session ended).
+    fn stop(&self);
+}
+
+/// How faces hold an upstream.
+pub type SharedUpstream = Arc<dyn Upstream>;

@@ -19,6 +19,14 @@ pub enum BridgeError {
     ShuttingDown,
     #[error("request cancelled")]
     Cancelled,
+    /// The remote upstream could not be reached or answered badly (transport, HTTP status,
+    /// malformed or oversize answer). `object` is the whole JSON-RPC error object.
+    #[error("{message}")]
+    Remote {
+        reason: &'static str,
+        message: String,
+        object: String,
+    },
 }
 
 impl BridgeError {
@@ -31,11 +39,15 @@ impl BridgeError {
             BridgeError::Overloaded => "overloaded",
             BridgeError::ShuttingDown => "shutting_down",
             BridgeError::Cancelled => "cancelled",
+            BridgeError::Remote { reason, .. } => reason,
         }
     }
 
     /// The JSON-RPC error object for this failure.
     pub fn error_object(&self) -> String {
+        if let BridgeError::Remote { object, .. } = self {
+            return object.clone();
+        }
         crate::jsonrpc::error_object(
             code::UPSTREAM_UNAVAILABLE,
             &self.to_string(),

@@ -22,6 +22,7 @@ use tracing::{debug, info, warn, Instrument};
 use crate::auth::http as auth;
 
 use crate::call::{Call, CallCtx};
+use crate::call::{CallHandle, SharedUpstream, UpstreamEvent, UpstreamInfo};
 use crate::face::metrics_http;
 use crate::face::observe::{self, answered};
 use crate::face::respond::{self, rpc_error, status_only, Body, Responder};
@@ -30,7 +31,7 @@ use crate::framing;
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
-use crate::upstream::child::{ChildConfig, ChildUpstream, UpstreamEvent};
+use crate::upstream::SessionSpawner;
 
 /// How one HTTP face behaves.
 #[derive(Debug, Clone)]
@@ -60,8 +61,9 @@ pub struct HttpConfig {
 pub struct App {
     pub cfg: HttpConfig,
     pub server: Arc<str>,
-    pub upstream: ChildUpstream,
-    pub child_cfg: ChildConfig,
+    pub upstream: SharedUpstream,
+    /// Starts a child of its own for a 2025 session (`--isolation session`).
+    pub spawn_for_session: Option<SessionSpawner>,
     pub sessions: Sessions,
     pub metrics: Arc<Metrics>,
     /// Cancelled when shutdown begins: long-lived streams end, calls may still finish.
@@ -70,7 +72,7 @@ pub struct App {
     pub children: CancellationToken,
     pub tracker: TaskTracker,
     /// 2026 clients' calls to a 2025 child, parked while the client gathers input.
-    pub parked: Arc<crate::mrtr::ParkStore<crate::upstream::child::CallHandle>>,
+    pub parked: Arc<crate::mrtr::ParkStore<CallHandle>>,
     pub signer: Arc<crate::mrtr::StateSigner>,
     /// The shared child's resource subscriptions held for 2026 listeners.
     pub resource_subs: Arc<crate::notifications::ResourceSubs>,
@@ -89,24 +91,21 @@ impl App {
         children: CancellationToken,
         tracker: TaskTracker,
     ) -> Result<Arc<App>, String> {
-        let child = match upstream {
-            crate::upstream::UpstreamSpec::Child(c) => c,
-            crate::upstream::UpstreamSpec::Remote(r) => {
-                return Err(format!("remote upstream {} is not supported yet", r.url))
+        let launched = crate::upstream::launch(name, upstream, &metrics, &children, &tracker)?;
+        let spawn_for_session = match (cfg.isolation_session, launched.spawn_for_session) {
+            (false, _) => None,
+            (true, Some(s)) => Some(s),
+            (true, None) => {
+                return Err(
+                    "isolation = \"session\" needs a child process (a remote is shared)".into(),
+                )
             }
         };
-        let upstream = ChildUpstream::spawn(
-            child.clone(),
-            None,
-            metrics.clone(),
-            children.child_token(),
-            &tracker,
-        );
         Ok(Arc::new(App {
             server: Arc::from(name),
             cfg,
-            upstream,
-            child_cfg: child,
+            upstream: launched.shared,
+            spawn_for_session,
             sessions: Sessions::default(),
             metrics,
             stopping,
@@ -607,7 +606,7 @@ impl App {
     #[allow(clippy::too_many_arguments)]
     pub async fn run_call(
         &self,
-        upstream: &ChildUpstream,
+        upstream: &SharedUpstream,
         pc: &PostCtx<'_>,
         method: &str,
         params: Option<Box<RawValue>>,
@@ -714,7 +713,7 @@ fn session_meta(params: Option<&RawValue>) -> Vec<(String, Box<RawValue>)> {
 }
 
 /// The `InitializeResult` the bridge gives a 2025 client, built from what the child said.
-fn initialize_result(info: &crate::upstream::child::UpstreamInfo, version: &str) -> String {
+fn initialize_result(info: &UpstreamInfo, version: &str) -> String {
     let mut out = serde_json::Map::new();
     out.insert("protocolVersion".into(), json!(version));
     let src = info
@@ -783,17 +782,9 @@ async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
             None,
         );
     };
-    let (upstream, owns) = if app.cfg.isolation_session {
-        let u = ChildUpstream::spawn(
-            app.child_cfg.clone(),
-            Some(Arc::from(sid.as_str())),
-            app.metrics.clone(),
-            app.children.child_token(),
-            &app.tracker,
-        );
-        (u, true)
-    } else {
-        (app.upstream.clone(), false)
+    let (upstream, owns) = match &app.spawn_for_session {
+        Some(spawn) => (spawn(Arc::from(sid.as_str())), true),
+        None => (app.upstream.clone(), false),
     };
     let info = match upstream.info(app.cfg.start_wait).await {
         Ok(i) => i,
@@ -1036,7 +1027,7 @@ fn jsonrpc_field(params: Option<&RawValue>, key: &str) -> Option<String> {
 
 /// Open a `subscriptions/listen` on a 2026 child for a 2025 session's GET stream: every
 /// list-changed type and the resources the session subscribed to.
-async fn start_listen(s: &Arc<Session>) -> Option<crate::upstream::child::CallHandle> {
+async fn start_listen(s: &Arc<Session>) -> Option<CallHandle> {
     let params = json!({"notifications": {
         "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
         "resourceSubscriptions": s.resource_uris(),
@@ -1059,9 +1050,7 @@ async fn start_listen(s: &Arc<Session>) -> Option<crate::upstream::child::CallHa
 
 /// The next event of a held listen call; pending forever when there is none. `None` when the
 /// listen call ended.
-async fn next_listen_event(
-    h: &mut Option<crate::upstream::child::CallHandle>,
-) -> Option<crate::call::CallEvent> {
+async fn next_listen_event(h: &mut Option<CallHandle>) -> Option<crate::call::CallEvent> {
     match h {
         None => std::future::pending().await,
         Some(h) => tokio::select! {
@@ -1111,7 +1100,7 @@ async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
     struct St {
         s: Arc<Session>,
         modern_child: bool,
-        listen: Option<crate::upstream::child::CallHandle>,
+        listen: Option<CallHandle>,
         rx: tokio::sync::broadcast::Receiver<UpstreamEvent>,
         stopping: CancellationToken,
         keepalive: Duration,

@@ -20,14 +20,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 use crate::call::{Call, CallCtx, Outcome};
+use crate::call::{SharedUpstream, UpstreamEvent, UpstreamInfo};
 use crate::face::http::{App, PostCtx};
 use crate::face::respond::{Body, GaugeGuard};
 use crate::framing;
 use crate::jsonrpc::{self, Envelope, Fields};
 use crate::notifications::{acknowledgement, completion, tagged, Honoured, ResourceSubs};
-use crate::upstream::child::{ChildUpstream, UpstreamEvent, UpstreamInfo};
 
-async fn child_request(up: &ChildUpstream, method: &str, uri: &str) -> bool {
+async fn child_request(up: &SharedUpstream, method: &str, uri: &str) -> bool {
     let call = Call {
         method: method.to_owned(),
         params: Some(jsonrpc::raw(&json!({ "uri": uri }).to_string())),
@@ -45,7 +45,7 @@ async fn child_request(up: &ChildUpstream, method: &str, uri: &str) -> bool {
 /// Unsubscribes the child when the listener goes away.
 struct Release {
     subs: Arc<ResourceSubs>,
-    upstream: ChildUpstream,
+    upstream: SharedUpstream,
     uris: Vec<String>,
 }
 

@@ -388,7 +388,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
 }
 
 /// A `DiscoverResult` built from a 2025 child's `InitializeResult`.
-pub fn discover_from(info: &crate::upstream::child::UpstreamInfo) -> String {
+pub fn discover_from(info: &crate::call::UpstreamInfo) -> String {
     let init = info
         .initialize
         .as_ref()

@@ -19,13 +19,13 @@ use hyper::body::Frame;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
+use crate::call::CallHandle;
 use crate::call::{CallEvent, Outcome};
 use crate::error::BridgeError;
 use crate::framing;
 use crate::jsonrpc::{self, code};
 use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
-use crate::upstream::child::CallHandle;
 
 pub type Body = UnsyncBoxBody<Bytes, Infallible>;
 
@@ -534,7 +534,7 @@ pub struct MrtrCtx {
     pub principal: String,
     pub digest: String,
     pub ttl: Duration,
-    pub upstream: crate::upstream::child::ChildUpstream,
+    pub upstream: crate::call::SharedUpstream,
     /// The round the client's request answered (0 for a first request).
     pub round: u32,
     /// Reuse this parked-call id when resuming.

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
+use crate::call::{Canceller, SharedUpstream};
 use crate::face::respond::ServerRequestSink;
-use crate::upstream::child::{Canceller, ChildUpstream};
 
 /// How to cancel a call a 2025 client started.
 enum Inflight {
@@ -44,7 +44,7 @@ pub struct Session {
     pub version: String,
     /// `_meta` for calls to a 2026-era child on this session's behalf.
     pub stamp_meta: Arc<Vec<(String, Box<RawValue>)>>,
-    pub upstream: ChildUpstream,
+    pub upstream: SharedUpstream,
     /// Does this session own its child (`--isolation session`)?
     pub owns_child: bool,
     last_seen: Mutex<Instant>,
@@ -87,7 +87,7 @@ impl Session {
         id: String,
         version: String,
         stamp_meta: Vec<(String, Box<RawValue>)>,
-        upstream: ChildUpstream,
+        upstream: SharedUpstream,
         owns_child: bool,
         gauge: prometheus::IntGauge,
     ) -> Self {

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -23,7 +24,10 @@ use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::call::{sinks, Call, CallCtx, CallEvent, CallSinks, Outcome};
+use crate::call::{
+    sinks, Call, CallControl, CallCtx, CallEvent, CallHandle, CallSinks, Cancel, Canceller,
+    Outcome, Upstream, UpstreamEvent, UpstreamInfo,
+};
 use crate::error::BridgeError;
 use crate::framing::{Line, LineDecoder};
 use crate::jsonrpc::{self, Envelope, Fields, Kind};
@@ -78,27 +82,6 @@ const SAFE_ENV: &[&str] = &[
     "RUST_LOG",
 ];
 
-/// What the probe learned about the child.
-#[derive(Debug, Clone)]
-pub struct UpstreamInfo {
-    pub era: Era,
-    /// The child's `server/discover` result (2026 child).
-    pub discover: Option<Arc<RawValue>>,
-    /// The child's `InitializeResult` (2025 child).
-    pub initialize: Option<Arc<RawValue>>,
-}
-
-/// Traffic from the child that belongs to no call.
-#[derive(Debug, Clone)]
-pub enum UpstreamEvent {
-    /// A notification frame (list changes, resource updates, log messages), as the child sent it.
-    Notification(Bytes),
-    /// A request from the child that only a 2025 session's GET stream can carry.
-    ServerRequest { session: Arc<str>, frame: Bytes },
-    /// The child was restarted: state tied to the old process is gone.
-    Restarted,
-}
-
 struct Pending {
     sinks: Option<CallSinks>,
     method: Arc<str>,
@@ -151,53 +134,38 @@ pub struct ChildUpstream {
     inner: Arc<Inner>,
 }
 
-/// A call in flight. Dropping it before the outcome cancels the call in the child.
-pub struct CallHandle {
-    pub events: mpsc::Receiver<CallEvent>,
-    pub outcome: tokio::sync::oneshot::Receiver<Outcome>,
-    guard: CancelGuard,
-}
-
-impl CallHandle {
-    /// Why the call is being dropped, sent to the child as the cancellation reason.
-    pub fn set_cancel_reason(&mut self, reason: &'static str) {
-        self.guard.reason = reason;
-        // An explicit reason means: cancel now, even a detached call.
-        self.guard.detach_until = None;
-    }
-    /// A way to cancel this call in the child that outlives the handle.
-    pub fn canceller(&self) -> Canceller {
-        Canceller {
-            proc: self.guard.proc.clone(),
-            id: self.guard.id,
-        }
-    }
-
-    /// The bridge's id for this call (the child sees this id).
-    pub fn upstream_id(&self) -> u64 {
-        self.guard.id
-    }
-    /// Keep the call running in the child after this handle is dropped (2025 clients: a
-    /// dropped connection is not a cancellation); it is still cancelled at `deadline`.
-    pub fn detach_until(&mut self, deadline: Instant) {
-        self.guard.detach_until = Some(deadline);
-    }
-}
-
 /// Cancels one call in the child after its handle is gone (a detached 2025 call).
-pub struct Canceller {
+struct ChildCancel {
     proc: Arc<Proc>,
     id: u64,
 }
 
-impl Canceller {
-    /// Is the call still waiting for the child's answer?
-    pub fn pending(&self) -> bool {
+impl Cancel for ChildCancel {
+    fn pending(&self) -> bool {
         lock(&self.proc.pending).contains_key(&self.id)
     }
-    /// Cancel it in the child; true if it was still pending.
-    pub fn cancel(&self, reason: &str) -> bool {
+    fn cancel(&self, reason: &str) -> bool {
         self.proc.cancel(self.id, reason)
+    }
+}
+
+impl CallControl for CancelGuard {
+    fn set_reason(&mut self, reason: &'static str) {
+        self.reason = reason;
+        // An explicit reason means: cancel now, even a detached call.
+        self.detach_until = None;
+    }
+    fn detach_until(&mut self, deadline: Instant) {
+        self.detach_until = Some(deadline);
+    }
+    fn upstream_id(&self) -> u64 {
+        self.id
+    }
+    fn canceller(&self) -> Canceller {
+        Canceller::new(Arc::new(ChildCancel {
+            proc: self.proc.clone(),
+            id: self.id,
+        }))
     }
 }
 
@@ -443,17 +411,17 @@ impl ChildUpstream {
             lock(&proc.pending).remove(&id);
             return Err(BridgeError::Overloaded);
         }
-        Ok(CallHandle {
+        Ok(CallHandle::new(
             events,
             outcome,
-            guard: CancelGuard {
+            Box::new(CancelGuard {
                 proc: proc.clone(),
                 id,
                 reason: "client disconnected",
                 detach_until: None,
                 metrics: self.inner.metrics.clone(),
-            },
-        })
+            }),
+        ))
     }
 
     /// An internal request (probe, tools/list) with a timeout; returns the result or None.
@@ -1124,6 +1092,39 @@ fn response_id_in_head(head: &[u8]) -> Option<u64> {
         .take_while(u8::is_ascii_digit)
         .collect();
     std::str::from_utf8(&digits).ok()?.parse().ok()
+}
+
+impl Upstream for ChildUpstream {
+    fn name(&self) -> &str {
+        ChildUpstream::name(self)
+    }
+    fn is_ready(&self) -> bool {
+        ChildUpstream::is_ready(self)
+    }
+    fn info(&self, wait: Duration) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
+        Box::pin(ChildUpstream::info(self, wait))
+    }
+    fn call(&self, call: Call, wait: Duration) -> BoxFuture<'_, Result<CallHandle, BridgeError>> {
+        Box::pin(ChildUpstream::call(self, call, wait))
+    }
+    fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
+        ChildUpstream::subscribe(self)
+    }
+    fn send_response(&self, frame: Bytes) -> Result<(), BridgeError> {
+        ChildUpstream::send_response(self, frame)
+    }
+    fn send_notification(&self, frame: Bytes) -> Result<(), BridgeError> {
+        ChildUpstream::send_notification(self, frame)
+    }
+    fn tool_headers(&self, tool: &str) -> Vec<(String, String)> {
+        ChildUpstream::tool_headers(self, tool)
+    }
+    fn ensure_log_level(&self, level: &'static str) {
+        ChildUpstream::ensure_log_level(self, level)
+    }
+    fn stop(&self) {
+        ChildUpstream::stop(self)
+    }
 }
 
 async fn write_stdin(

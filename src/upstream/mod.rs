@@ -1,9 +1,18 @@
 //! Upstreams: the peers that answer: a supervised stdio child process (`serve`) or a remote
 //! Streamable HTTP server (`connect`, `serve --upstream URL`).
 
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::call::SharedUpstream;
+use crate::metrics::Metrics;
+
 pub mod child;
 pub mod observe;
 pub mod remote;
+pub mod remote_upstream;
 
 /// What a face is put in front of: how to reach the peer that answers.
 #[derive(Debug, Clone)]
@@ -20,6 +29,61 @@ impl UpstreamSpec {
         match self {
             UpstreamSpec::Child(c) => Some(c),
             UpstreamSpec::Remote(_) => None,
+        }
+    }
+}
+
+/// Starts a child of its own for one 2025 session (`--isolation session`).
+pub type SessionSpawner = Arc<dyn Fn(Arc<str>) -> SharedUpstream + Send + Sync>;
+
+/// A started upstream, as a face holds it.
+pub struct Launched {
+    /// The upstream every caller shares.
+    pub shared: SharedUpstream,
+    /// Set for child processes: how to start one more for a single session.
+    pub spawn_for_session: Option<SessionSpawner>,
+}
+
+/// Start the upstream `spec` describes for server `name` on `tracker`; it stops when `stop`
+/// is cancelled.
+pub fn launch(
+    name: &str,
+    spec: UpstreamSpec,
+    metrics: &Arc<Metrics>,
+    stop: &CancellationToken,
+    tracker: &TaskTracker,
+) -> Result<Launched, String> {
+    match spec {
+        UpstreamSpec::Child(cfg) => {
+            let shared = child::ChildUpstream::spawn(
+                cfg.clone(),
+                None,
+                metrics.clone(),
+                stop.child_token(),
+                tracker,
+            );
+            let (metrics, stop, tracker) = (metrics.clone(), stop.clone(), tracker.clone());
+            let spawn: SessionSpawner = Arc::new(move |session: Arc<str>| {
+                let u = child::ChildUpstream::spawn(
+                    cfg.clone(),
+                    Some(session),
+                    metrics.clone(),
+                    stop.child_token(),
+                    &tracker,
+                );
+                Arc::new(u) as SharedUpstream
+            });
+            Ok(Launched {
+                shared: Arc::new(shared),
+                spawn_for_session: Some(spawn),
+            })
+        }
+        UpstreamSpec::Remote(cfg) => {
+            let shared = remote_upstream::RemoteUpstream::start(name, cfg, metrics, stop, tracker)?;
+            Ok(Launched {
+                shared,
+                spawn_for_session: None,
+            })
         }
     }
 }

@@ -35,6 +35,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{Call, CallEvent, Outcome};
+use crate::error::BridgeError;
 use crate::framing::{SseDecoder, SseItem};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::protocol::{self, Era};
@@ -98,7 +99,13 @@ impl Fault {
         }
     }
 
+    #[cfg(test)]
     fn error_object(&self, origin: &str, has_token: bool) -> String {
+        self.bridge_error(origin, has_token).error_object()
+    }
+
+    /// This fault as the bridge's own error for the call it hit.
+    fn bridge_error(&self, origin: &str, has_token: bool) -> BridgeError {
         let msg = match self {
             Fault::Unreachable { detail, .. } => {
                 format!("cannot reach the remote MCP server at {origin}: {detail}")
@@ -146,7 +153,11 @@ impl Fault {
         if let Fault::Auth(s) | Fault::Status(s, _) = self {
             data["httpStatus"] = json!(s);
         }
-        jsonrpc::error_object(code::UPSTREAM_UNAVAILABLE, &msg, Some(&data))
+        BridgeError::Remote {
+            reason: self.reason(),
+            object: jsonrpc::error_object(code::UPSTREAM_UNAVAILABLE, &msg, Some(&data)),
+            message: msg,
+        }
     }
 
     /// Could the request have reached the server?
@@ -355,10 +366,9 @@ impl Remote {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A fault is the bridge's answer (`Outcome::Failed`), never the remote's error.
     fn fault_outcome(&self, f: &Fault) -> Outcome {
-        Outcome::Error(jsonrpc::raw(
-            &f.error_object(&self.origin, self.cfg.has_token),
-        ))
+        Outcome::Failed(f.bridge_error(&self.origin, self.cfg.has_token))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -1226,28 +1236,9 @@ impl Remote {
                 Err(f) => self.fault_outcome(&f),
             },
             Mode::Modern => {
-                let cached = self
-                    .discover
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .clone();
-                let d = match cached {
-                    Some(d) => d,
-                    None => {
-                        let call = Call {
-                            method: "server/discover".into(),
-                            params: Some(jsonrpc::raw(&format!(
-                                "{{\"_meta\":{}}}",
-                                self.modern_meta()
-                            ))),
-                            ctx: crate::call::CallCtx::modern(),
-                        };
-                        let (tx, _rx) = mpsc::channel(1);
-                        match self.call(call, tx).await {
-                            Outcome::Result(r) => Arc::from(r),
-                            other => return other,
-                        }
-                    }
+                let d = match self.discover_result().await {
+                    Ok(d) => d,
+                    Err(o) => return o,
                 };
                 let d: serde_json::Value = serde_json::from_str(d.get()).unwrap_or_default();
                 let mut r = json!({
@@ -1262,6 +1253,56 @@ impl Remote {
                 Outcome::Result(jsonrpc::raw(&r.to_string()))
             }
         }
+    }
+
+    /// The 2026 remote's `server/discover` result (cached once known).
+    async fn discover_result(self: &Arc<Self>) -> Result<Arc<RawValue>, Outcome> {
+        let cached = self
+            .discover
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(d) = cached {
+            return Ok(d);
+        }
+        let call = Call {
+            method: "server/discover".into(),
+            params: Some(jsonrpc::raw(&format!(
+                "{{\"_meta\":{}}}",
+                self.modern_meta()
+            ))),
+            ctx: crate::call::CallCtx::modern(),
+        };
+        let (tx, _rx) = mpsc::channel(1);
+        match self.call(call, tx).await {
+            Outcome::Result(r) => Ok(Arc::from(r)),
+            other => Err(other),
+        }
+    }
+
+    /// What a face in front of this remote needs to know: its era and its `InitializeResult`
+    /// (2025, opening the session) or its `server/discover` result (2026).
+    pub async fn probe_info(self: &Arc<Self>) -> Result<(Era, Arc<RawValue>), Outcome> {
+        match self.mode().await.map_err(|f| self.fault_outcome(&f))? {
+            Mode::Legacy { version } => match self.ensure_session(&version).await {
+                Ok(s) => Ok((Era::Legacy, Arc::from(jsonrpc::raw(s.init_result.get())))),
+                Err(f) => Err(self.fault_outcome(&f)),
+            },
+            Mode::Modern => Ok((Era::Modern, self.discover_result().await?)),
+        }
+    }
+
+    /// `Mcp-Param-*` rules of a tool from the remote's last `tools/list`: (lower-case header
+    /// name, property).
+    pub fn tool_param_rules(&self, name: &str) -> Vec<(String, String)> {
+        self.tool(name)
+            .map(|t| {
+                t.headers
+                    .iter()
+                    .map(|(h, p)| (h.to_ascii_lowercase(), p.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// Carry one call to the remote. Dropping the future cancels it there.

@@ -1,0 +1,413 @@
+//! A remote Streamable HTTP server as an [`Upstream`]: the seam that lets the HTTP face sit in
+//! front of a remote (`serve --upstream URL`, `url = "…"` in the config) exactly as it sits in
+//! front of a child process.
+//!
+//! [`Remote`] owns the HTTP client side (era probe, sessions, SSE, resumption, faults); this
+//! module only adapts its call shape (an async function that yields events and returns the
+//! outcome) to the core's handle (events on a bounded queue, the outcome on a oneshot, cancel
+//! on drop). Each call runs as a task; dropping its handle aborts the task, which drops the
+//! remote exchange: a 2026 remote sees its POST stream closed, a 2025 remote gets
+//! `notifications/cancelled` (the remote's own guard sends it). It also counts what a child
+//! upstream counts: upstream JSON-RPC errors, `isError` tool results, cancellations, `up`.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
+use tokio::sync::{broadcast, mpsc, OnceCell};
+use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::call::{
+    sinks, Call, CallControl, CallEvent, CallHandle, Cancel, Canceller, Outcome, SharedUpstream,
+    Upstream, UpstreamEvent, UpstreamInfo,
+};
+use crate::error::BridgeError;
+use crate::jsonrpc::{self, code, Envelope};
+use crate::metrics::{Metrics, ToolNames};
+use crate::protocol::{self, Era};
+use crate::upstream::remote::{Remote, RemoteConfig};
+
+/// A remote server behind a face. Cheap to share (`Arc`).
+pub struct RemoteUpstream {
+    name: Arc<str>,
+    remote: Arc<Remote>,
+    events: broadcast::Sender<UpstreamEvent>,
+    info: OnceCell<UpstreamInfo>,
+    ready: AtomicBool,
+    /// Bridge-side call numbers (the remote mints its own JSON-RPC ids per exchange).
+    next_id: AtomicU64,
+    tool_names: Arc<RwLock<ToolNames>>,
+    metrics: Arc<Metrics>,
+    tracker: TaskTracker,
+    stop: CancellationToken,
+}
+
+impl RemoteUpstream {
+    /// Build the client for `cfg` and start probing the remote on `tracker`; at `stop` the
+    /// remote's 2025 session is ended (DELETE).
+    pub fn start(
+        name: &str,
+        cfg: RemoteConfig,
+        metrics: &Arc<Metrics>,
+        stop: &CancellationToken,
+        tracker: &TaskTracker,
+    ) -> Result<SharedUpstream, String> {
+        let (etx, erx) = mpsc::channel(256);
+        let url = cfg.url.to_string();
+        let remote = Remote::new(cfg, etx)?;
+        metrics.register_server(name);
+        let (events, _) = broadcast::channel(256);
+        let me = Arc::new(RemoteUpstream {
+            name: Arc::from(name),
+            remote,
+            events,
+            info: OnceCell::new(),
+            ready: AtomicBool::new(false),
+            next_id: AtomicU64::new(1),
+            tool_names: Arc::default(),
+            metrics: metrics.clone(),
+            tracker: tracker.clone(),
+            stop: stop.clone(),
+        });
+        info!(server = %name, %url, "remote upstream");
+        tracker.spawn(me.clone().pump(erx));
+        let m = me.clone();
+        tracker.spawn(async move {
+            tokio::select! {
+                _ = m.stop.cancelled() => {}
+                _ = m.probe_until_known() => {}
+            }
+            m.stop.cancelled().await;
+            m.set_ready(false);
+            m.remote.shutdown().await;
+        });
+        Ok(me)
+    }
+
+    fn set_ready(&self, up: bool) {
+        self.ready.store(up, Ordering::Relaxed);
+        self.metrics.set_up(&self.name, up);
+    }
+
+    /// Probe at start-up (so `/readyz` and the era are known before the first call), retrying
+    /// with backoff while the remote cannot be reached.
+    async fn probe_until_known(&self) {
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            match self.probe().await {
+                Ok(i) => {
+                    info!(server = %self.name, era = i.era.label(), "remote ready");
+                    return;
+                }
+                Err(e) => debug!(server = %self.name, "remote probe failed: {e}"),
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(5));
+        }
+    }
+
+    async fn probe(&self) -> Result<UpstreamInfo, BridgeError> {
+        let info = self
+            .info
+            .get_or_try_init(|| async {
+                match self.remote.probe_info().await {
+                    Ok((era, raw)) => Ok(UpstreamInfo {
+                        era,
+                        discover: (era == Era::Modern).then(|| raw.clone()),
+                        initialize: (era == Era::Legacy).then_some(raw),
+                    }),
+                    Err(Outcome::Failed(e)) => Err(e),
+                    Err(_) => Err(BridgeError::Unavailable(
+                        "the remote answered the era probe with an error".into(),
+                    )),
+                }
+            })
+            .await?;
+        self.set_ready(true);
+        Ok(info.clone())
+    }
+
+    /// Traffic from the remote's 2025 GET stream: notifications go to the face's listeners;
+    /// requests cannot be attributed to one caller of a shared remote, so they are refused.
+    async fn pump(self: Arc<Self>, mut rx: mpsc::Receiver<CallEvent>) {
+        while let Some(ev) = rx.recv().await {
+            match ev {
+                CallEvent::Notification { method, params } => {
+                    if method == "notifications/tools/list_changed" {
+                        self.tracker.spawn(self.clone().reread_tools());
+                    }
+                    let frame =
+                        jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
+                    let _ = self.events.send(UpstreamEvent::Notification(frame));
+                }
+                CallEvent::ServerRequest { id, method, .. } => {
+                    self.metrics.dropped("unroutable_request");
+                    warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
+                    let err = jsonrpc::error_object(
+                        code::INTERNAL_ERROR,
+                        "mcp-bridge cannot tell which client this request is for",
+                        None,
+                    );
+                    let remote = self.remote.clone();
+                    self.tracker.spawn(async move {
+                        remote.respond(&id, None, Some(&jsonrpc::raw(&err))).await;
+                    });
+                }
+            }
+        }
+    }
+
+    /// Re-read the tool list so metric labels and `Mcp-Param-*` rules follow it.
+    async fn reread_tools(self: Arc<Self>) {
+        let mut params = String::from("{}");
+        if let Some(Era::Modern) = self.info.get().map(|i| i.era) {
+            params = serde_json::json!({"_meta": {
+                protocol::META_PROTOCOL_VERSION: protocol::MODERN,
+                protocol::META_CLIENT_CAPABILITIES: {},
+            }})
+            .to_string();
+        }
+        let call = Call {
+            method: "tools/list".into(),
+            params: Some(jsonrpc::raw(&params)),
+            ctx: crate::call::CallCtx::modern(),
+        };
+        let (tx, _rx) = mpsc::channel(1);
+        let fut = self.remote.call(call, tx);
+        if let Ok(Outcome::Result(r)) = tokio::time::timeout(Duration::from_secs(10), fut).await {
+            learn_tool_names(&self.tool_names, &r);
+        }
+    }
+
+    fn start_call(&self, call: Call) -> CallHandle {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (s, events, outcome) = sinks();
+        let tool = crate::upstream::observe::tool_label(&self.tool_names, &call);
+        let (remote, metrics, name) =
+            (self.remote.clone(), self.metrics.clone(), self.name.clone());
+        let names = self.tool_names.clone();
+        let method = call.method.clone();
+        let task = self.tracker.spawn(async move {
+            let o = remote.call(call, s.events).await;
+            match &o {
+                Outcome::Result(r) if method == "tools/call" => metrics.tool_result(
+                    &name,
+                    tool.as_deref().unwrap_or("other"),
+                    protocol::is_tool_error(r),
+                ),
+                Outcome::Result(r) if method == "tools/list" => learn_tool_names(&names, r),
+                Outcome::Error(e) => metrics.rpc_error(
+                    &name,
+                    &method,
+                    protocol::error_code(e).unwrap_or(0),
+                    "upstream",
+                ),
+                _ => {}
+            }
+            let _ = s.outcome.send(o);
+        });
+        CallHandle::new(
+            events,
+            outcome,
+            Box::new(RemoteControl {
+                task: task.abort_handle(),
+                id,
+                reason: "client disconnected",
+                detach_until: None,
+                metrics: self.metrics.clone(),
+            }),
+        )
+    }
+}
+
+/// Keep the names of a `tools/list` result as the `tool` label set.
+fn learn_tool_names(names: &RwLock<ToolNames>, result: &RawValue) {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+        return;
+    };
+    let Some(tools) = v.get("tools").and_then(|t| t.as_array()) else {
+        return;
+    };
+    let listed = tools.iter().filter_map(|t| t.get("name")?.as_str());
+    if let Ok(mut g) = names.write() {
+        *g = ToolNames::new(listed);
+    }
+}
+
+/// The `cause` label for a cancellation reason.
+pub fn cancel_cause(reason: &str) -> &'static str {
+    match reason {
+        "timeout" => "timeout",
+        "shutdown" => "shutdown",
+        "client cancelled" => "client_notification",
+        _ => "client_disconnect",
+    }
+}
+
+/// A call's task: aborting it drops the remote exchange (which cancels it at the remote).
+struct RemoteControl {
+    task: AbortHandle,
+    id: u64,
+    reason: &'static str,
+    detach_until: Option<Instant>,
+    metrics: Arc<Metrics>,
+}
+
+impl Drop for RemoteControl {
+    fn drop(&mut self) {
+        if self.task.is_finished() {
+            return;
+        }
+        if let Some(deadline) = self.detach_until {
+            let (task, metrics) = (self.task.clone(), self.metrics.clone());
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(async move {
+                    tokio::time::sleep_until(deadline.into()).await;
+                    if !task.is_finished() {
+                        task.abort();
+                        metrics.cancelled("timeout");
+                    }
+                });
+            }
+            return;
+        }
+        self.task.abort();
+        self.metrics.cancelled(cancel_cause(self.reason));
+    }
+}
+
+impl CallControl for RemoteControl {
+    fn set_reason(&mut self, reason: &'static str) {
+        self.reason = reason;
+        self.detach_until = None;
+    }
+    fn detach_until(&mut self, deadline: Instant) {
+        self.detach_until = Some(deadline);
+    }
+    fn upstream_id(&self) -> u64 {
+        self.id
+    }
+    fn canceller(&self) -> Canceller {
+        Canceller::new(Arc::new(RemoteCancel(self.task.clone())))
+    }
+}
+
+struct RemoteCancel(AbortHandle);
+
+impl Cancel for RemoteCancel {
+    fn pending(&self) -> bool {
+        !self.0.is_finished()
+    }
+    fn cancel(&self, _reason: &str) -> bool {
+        let was = !self.0.is_finished();
+        self.0.abort();
+        was
+    }
+}
+
+impl Upstream for RemoteUpstream {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+    fn info(&self, wait: Duration) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
+        Box::pin(async move {
+            match tokio::time::timeout(wait, self.probe()).await {
+                Ok(r) => r,
+                Err(_) => Err(BridgeError::Unavailable(
+                    "the remote did not answer its era probe in time".into(),
+                )),
+            }
+        })
+    }
+    fn call(&self, call: Call, wait: Duration) -> BoxFuture<'_, Result<CallHandle, BridgeError>> {
+        Box::pin(async move {
+            if self.stop.is_cancelled() {
+                return Err(BridgeError::ShuttingDown);
+            }
+            // The era must be known before the first call (the remote probes on first use
+            // too; this bounds the wait by the face's start wait).
+            if self.info.get().is_none() {
+                Upstream::info(self, wait).await?;
+            }
+            Ok(self.start_call(call))
+        })
+    }
+    fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
+        self.events.subscribe()
+    }
+    fn send_response(&self, frame: Bytes) -> Result<(), BridgeError> {
+        let env = Envelope::parse(&frame)
+            .map_err(|e| BridgeError::Unavailable(format!("unparsable answer: {e}")))?;
+        let id = env
+            .id
+            .map(ToOwned::to_owned)
+            .ok_or_else(|| BridgeError::Unavailable("an answer without an id".into()))?;
+        let result = env.result.map(ToOwned::to_owned);
+        let error = env.error.map(ToOwned::to_owned);
+        let remote = self.remote.clone();
+        self.tracker.spawn(async move {
+            remote
+                .respond(&id, result.as_deref(), error.as_deref())
+                .await;
+        });
+        Ok(())
+    }
+    fn send_notification(&self, frame: Bytes) -> Result<(), BridgeError> {
+        let env = Envelope::parse(&frame)
+            .map_err(|e| BridgeError::Unavailable(format!("unparsable notification: {e}")))?;
+        let method = env.method().to_owned();
+        let params = env.params.map(ToOwned::to_owned);
+        let remote = self.remote.clone();
+        self.tracker.spawn(async move {
+            remote.notify(&method, params.as_deref()).await;
+        });
+        Ok(())
+    }
+    fn tool_headers(&self, tool: &str) -> Vec<(String, String)> {
+        self.remote.tool_param_rules(tool)
+    }
+    fn ensure_log_level(&self, level: &'static str) {
+        let remote = self.remote.clone();
+        self.tracker
+            .spawn(async move { remote.ensure_log_level(level).await });
+    }
+    fn stop(&self) {
+        self.stop.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_names_follow_the_list() {
+        let names = RwLock::new(ToolNames::default());
+        learn_tool_names(
+            &names,
+            &jsonrpc::raw(r#"{"tools":[{"name":"echo"},{"name":"add"},{"x":1}]}"#),
+        );
+        let g = names.read().map(|g| g.label("echo")).ok();
+        assert_eq!(g.as_deref(), Some("echo"));
+        assert_eq!(
+            names.read().map(|g| g.label("zzz")).ok().as_deref(),
+            Some("other")
+        );
+    }
+
+    #[test]
+    fn causes() {
+        assert_eq!(cancel_cause("timeout"), "timeout");
+        assert_eq!(cancel_cause("client cancelled"), "client_notification");
+        assert_eq!(cancel_cause("client disconnected"), "client_disconnect");
+    }
+}
