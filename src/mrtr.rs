@@ -77,6 +77,9 @@ fn hex(b: &[u8]) -> String {
 /// Signs and checks the bridge's `requestState` values.
 pub struct StateSigner {
     key: [u8; 32],
+    /// `mcpb1.<key id>.`: the key id (a hash of the key, not the key) tells this bridge's
+    /// states from another mcp-bridge's further up or down a chain, which pass through.
+    prefix: String,
 }
 
 /// What a valid `requestState` of ours says.
@@ -106,7 +109,18 @@ impl StateSigner {
             let seed = format!("{:?}{:p}", SystemTime::now(), &key);
             key.copy_from_slice(&Sha256::digest(seed.as_bytes()));
         }
-        Self { key }
+        Self::with_key(key)
+    }
+
+    fn with_key(key: [u8; 32]) -> Self {
+        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let digest =
+            Sha256::digest([b"mcp-bridge requestState key id\n".as_slice(), &key].concat());
+        let kid = b.encode(&digest[..6]);
+        Self {
+            key,
+            prefix: format!("{PREFIX}{kid}."),
+        }
     }
 
     fn mac(&self, payload: &str) -> Vec<u8> {
@@ -138,12 +152,14 @@ impl StateSigner {
             b.encode(Sha256::digest(format!("{principal}\n{method}\n{digest}")))
         );
         let sig = b.encode(self.mac(&payload));
-        format!("{PREFIX}{payload}.{sig}")
+        format!("{}{payload}.{sig}", self.prefix)
     }
 
-    /// Does this look like one of ours (as opposed to an upstream's own state)?
-    pub fn is_ours(state: &str) -> bool {
-        state.starts_with(PREFIX)
+    /// Was this state minted with this signer's key (as opposed to an upstream's own state,
+    /// another mcp-bridge's included)? A state of ours that was altered is still ours, and
+    /// fails [`StateSigner::verify`].
+    pub fn is_ours(&self, state: &str) -> bool {
+        state.starts_with(&self.prefix)
     }
 
     pub fn verify(
@@ -153,7 +169,9 @@ impl StateSigner {
         method: &str,
         digest: &str,
     ) -> Result<StateClaims, StateError> {
-        let rest = state.strip_prefix(PREFIX).ok_or(StateError::Invalid)?;
+        let rest = state
+            .strip_prefix(self.prefix.as_str())
+            .ok_or(StateError::Invalid)?;
         let (payload, sig) = rest.rsplit_once('.').ok_or(StateError::Invalid)?;
         let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let sig = b.decode(sig).map_err(|_| StateError::Invalid)?;
@@ -450,7 +468,7 @@ mod tests {
     fn state_roundtrip_and_binding() {
         let s = StateSigner::new();
         let st = s.sign(7, 1, Duration::from_secs(60), "alice", "tools/call", "d1");
-        assert!(StateSigner::is_ours(&st));
+        assert!(s.is_ours(&st));
         assert_eq!(
             s.verify(&st, "alice", "tools/call", "d1"),
             Ok(StateClaims { park: 7, round: 1 })
@@ -464,12 +482,20 @@ mod tests {
             Err(StateError::Mismatch)
         );
         let mut forged = st.clone();
-        forged.replace_range(6..7, "8");
+        let at = s.prefix.len();
+        forged.replace_range(at..at + 1, "8");
+        assert!(
+            s.is_ours(&forged),
+            "altered, still ours: it must fail verify"
+        );
         assert_eq!(
             s.verify(&forged, "alice", "tools/call", "d1"),
             Err(StateError::Invalid)
         );
         let other = StateSigner::new();
+        // Another bridge's state (a chain of bridges) is not ours: it passes through.
+        assert!(!other.is_ours(&st));
+        assert!(st.starts_with(PREFIX));
         assert_eq!(
             other.verify(&st, "alice", "tools/call", "d1"),
             Err(StateError::Invalid)

@@ -1,10 +1,14 @@
 //! Issue 7, era translation of server-initiated flows: URL-mode elicitation and roots in every
-//! combination of {2025, 2026} client × {2025, 2026} upstream × {serve, connect}.
+//! combination of {2025, 2026} client × {2025, 2026} upstream × {serve, connect, gateway, chain}.
 //!
 //! - serve: an HTTP client in front of `mcp-bridge serve --demo --demo-era legacy|modern`;
 //! - connect: a stdio host in front of `mcp-bridge connect --protocol 2025-11-25|2026-07-28`, in
 //!   front of the same `serve` (which then passes the chosen era through to the demo child);
-//!   the translation under test is the one in `connect`.
+//!   the translation under test is the one in `connect`;
+//! - gateway: an HTTP client in front of `serve --upstream URL --protocol <era>` in front of the
+//!   same `serve`: the HTTP face over the remote upstream;
+//! - chain: an HTTP client in front of `serve -- mcp-bridge connect URL` in front of the same
+//!   `serve`: the far bridge's `requestState` must pass the near bridges untouched.
 //!
 //! Each combination checks that the client is asked exactly what the demo asked, in its own
 //! era's shape (2025: a JSON-RPC request, URL elicitation with an `elicitationId`; 2026: an
@@ -36,6 +40,23 @@ enum Era {
 enum Face {
     Serve,
     Connect,
+    /// `serve --upstream URL --protocol <upstream era>` in front of `serve --demo`: the HTTP
+    /// face in front of a remote; the translation under test is the near bridge's.
+    Gateway,
+    /// `serve -- mcp-bridge connect URL` in front of `serve --demo`: a chain of bridges. The
+    /// far bridge speaks 2026 to the chain, so the near one sees a 2026 upstream, and states
+    /// minted by the far bridge must pass through the near ones untouched.
+    Chain,
+}
+
+impl Face {
+    /// The era of the upstream whose translation the client sees.
+    fn seen(self, upstream: Era) -> Era {
+        match self {
+            Face::Chain => Era::E2026,
+            _ => upstream,
+        }
+    }
 }
 
 /// The client's capabilities: everything this file tests, or form elicitation only.
@@ -94,10 +115,10 @@ enum Client {
 impl Client {
     async fn open(face: Face, era: Era, upstream: Era, serve: &Bridge, full: bool) -> Client {
         match (face, era) {
-            (Face::Serve, Era::E2025) => Client::Session(
+            (Face::Serve | Face::Gateway | Face::Chain, Era::E2025) => Client::Session(
                 Session::open_with_caps(&client(), &serve.url, caps(era, full)).await,
             ),
-            (Face::Serve, Era::E2026) => Client::Modern {
+            (Face::Serve | Face::Gateway | Face::Chain, Era::E2026) => Client::Modern {
                 c: client(),
                 url: serve.url.clone(),
             },
@@ -318,13 +339,29 @@ async fn combination(face: Face, client_era: Era, upstream: Era) {
         Era::E2025 => "legacy",
         Era::E2026 => "modern",
     };
-    let serve = Bridge::demo(&["--demo-era", demo_era]).await;
+    let far = Bridge::demo(&["--demo-era", demo_era]).await;
+    far.wait_ready(T).await;
+    let pin = match upstream {
+        Era::E2025 => LEGACY,
+        Era::E2026 => MODERN,
+    };
+    let near = match face {
+        Face::Serve | Face::Connect => None,
+        Face::Gateway => {
+            Some(Bridge::serve(&["--port", "0", "--upstream", &far.url, "--protocol", pin]).await)
+        }
+        Face::Chain => {
+            Some(Bridge::serve(&["--port", "0", "--", bin(), "connect", &far.url]).await)
+        }
+    };
+    let serve = near.as_ref().unwrap_or(&far);
     serve.wait_ready(T).await;
+    let seen = face.seen(upstream);
     let mut cl = Client::open(face, client_era, upstream, &serve, true).await;
 
     // A 2025 client of serve in front of a 2025 child also holds the session's GET stream,
     // where the child's notifications/elicitation/complete goes.
-    let mut get = match (&cl, upstream) {
+    let mut get = match (&cl, seen) {
         (Client::Session(s), Era::E2025) => {
             let mut h = s.headers();
             h.insert("accept", hv("text/event-stream"));
@@ -351,7 +388,7 @@ async fn combination(face: Face, client_era: Era, upstream: Era) {
     assert_eq!(params["url"], URL, "{tag}: {params}");
     assert_eq!(params["message"], "sign in", "{tag}: {params}");
     let eid = params.get("elicitationId").cloned();
-    match (client_era, upstream) {
+    match (client_era, seen) {
         // 2026 has no elicitationId: the bridge drops the 2025 upstream's.
         (Era::E2026, _) => assert!(eid.is_none(), "{tag}: {params}"),
         // Passed through from the 2025 demo.
@@ -383,7 +420,7 @@ async fn combination(face: Face, client_era: Era, upstream: Era) {
     );
     // The 2025-only completion notification: to a 2025 client with the demo's id; never to
     // a 2026 client (connect says so in its log; serve never routes it to a 2026 call).
-    match (&mut cl, &mut get, client_era, upstream) {
+    match (&mut cl, &mut get, client_era, seen) {
         (_, Some(get), _, _) => loop {
             let m = get
                 .next(T)
@@ -429,7 +466,9 @@ async fn combination(face: Face, client_era: Era, upstream: Era) {
             "data": {"elicitations": [
                 {"mode": "url", "message": "sign in", "url": URL, "elicitationId": "auth-1"}]}});
         match client_era {
-            // 2025 clients get it as it is.
+            // 2025 clients get it as it is (through a chain it became 2026's input_required
+            // at the far bridge, which a 2025 client cannot be given back as -32042).
+            Era::E2025 if seen == Era::E2026 => {}
             Era::E2025 => {
                 let ex = cl.call(5, "error", args, true).await;
                 assert_eq!(ex.fin["error"]["code"], -32042, "{tag}: {ex:?}");
@@ -516,4 +555,12 @@ matrix! {
     connect_2025_host_2026_remote: Face::Connect, Era::E2025, Era::E2026;
     connect_2026_host_2025_remote: Face::Connect, Era::E2026, Era::E2025;
     connect_2026_host_2026_remote: Face::Connect, Era::E2026, Era::E2026;
+    gateway_2025_client_2025_remote: Face::Gateway, Era::E2025, Era::E2025;
+    gateway_2025_client_2026_remote: Face::Gateway, Era::E2025, Era::E2026;
+    gateway_2026_client_2025_remote: Face::Gateway, Era::E2026, Era::E2025;
+    gateway_2026_client_2026_remote: Face::Gateway, Era::E2026, Era::E2026;
+    chain_2025_client_2025_child: Face::Chain, Era::E2025, Era::E2025;
+    chain_2025_client_2026_child: Face::Chain, Era::E2025, Era::E2026;
+    chain_2026_client_2025_child: Face::Chain, Era::E2026, Era::E2025;
+    chain_2026_client_2026_child: Face::Chain, Era::E2026, Era::E2026;
 }

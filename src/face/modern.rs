@@ -334,7 +334,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
     let Ok(state) = serde_json::from_str::<String>(state_raw) else {
         return bad("requestState must be a string".into());
     };
-    if !crate::mrtr::StateSigner::is_ours(&state) {
+    if !app.signer.is_ours(&state) {
         return bad("requestState is unknown to this server".into());
     }
     let who = principal(pc);

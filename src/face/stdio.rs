@@ -507,7 +507,7 @@ impl Face {
             .and_then(Fields::parse)
             .and_then(|f| f.get("requestState").map(ToOwned::to_owned))
             .and_then(|s| serde_json::from_str::<String>(s.get()).ok())
-            .filter(|s| StateSigner::is_ours(s));
+            .filter(|s| self.signer.is_ours(s));
         if let Some(state) = state {
             return self.resume(id, call, &state, token).await;
         }
