@@ -357,7 +357,7 @@ async fn combination(face: Face, client_era: Era, upstream: Era) {
     let serve = near.as_ref().unwrap_or(&far);
     serve.wait_ready(T).await;
     let seen = face.seen(upstream);
-    let mut cl = Client::open(face, client_era, upstream, &serve, true).await;
+    let mut cl = Client::open(face, client_era, upstream, serve, true).await;
 
     // A 2025 client of serve in front of a 2025 child also holds the session's GET stream,
     // where the child's notifications/elicitation/complete goes.
@@ -508,7 +508,7 @@ async fn combination(face: Face, client_era: Era, upstream: Era) {
     }
 
     // --- a client that declared only form elicitation is never sent a URL one --------------
-    let mut form_only = Client::open(face, client_era, upstream, &serve, false).await;
+    let mut form_only = Client::open(face, client_era, upstream, serve, false).await;
     let ex = form_only
         .call(3, "elicit_url", json!({"url": URL}), false)
         .await;
