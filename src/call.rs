@@ -127,6 +127,17 @@ pub struct UpstreamInfo {
     pub initialize: Option<Arc<RawValue>>,
 }
 
+impl UpstreamInfo {
+    /// The upstream's server capabilities (from its discover or initialize result); null when
+    /// it declared none.
+    pub fn capabilities(&self) -> serde_json::Value {
+        let raw = self.discover.as_ref().or(self.initialize.as_ref());
+        raw.and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+            .and_then(|mut v| v.get_mut("capabilities").map(serde_json::Value::take))
+            .unwrap_or(serde_json::Value::Null)
+    }
+}
+
 /// Traffic from an upstream that belongs to no call.
 #[derive(Debug, Clone)]
 pub enum UpstreamEvent {

@@ -232,6 +232,13 @@ pub fn required_capability(
     }
 }
 
+/// The one capability gate both faces apply before asking a client anything on an upstream's
+/// behalf: may a client that declared `caps` be sent `method`? Requests that need no
+/// capability (ping, unknown methods) pass; the others need their capability declared.
+pub fn may_ask(caps: Option<&RawValue>, method: &str, params: Option<&RawValue>) -> bool {
+    required_capability(method, params).is_none_or(|need| capability_declared(caps, need))
+}
+
 /// Did the request's `clientCapabilities` declare what this input request needs?
 pub fn capability_declared(caps: Option<&RawValue>, need: (&str, Option<&str>)) -> bool {
     let Some(c) = caps.and_then(Fields::parse) else {

@@ -176,3 +176,108 @@ async fn legacy_host_answers_a_2026_remote_as_real_requests() {
     assert!(h.wait_exit(Duration::from_secs(10)).is_some());
     h.assert_clean_stdout();
 }
+
+/// The capability gate serve applies to a 2025 session holds for a 2025 host too: a remote
+/// that asks for something the host did not declare at `initialize` (here: sampling, from a
+/// host that declared nothing) never reaches the host. A 2026 remote's `input_required` fails
+/// the call; a 2025 remote's request is refused to the remote with -32601.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_capability_is_never_asked_of_a_2025_host() {
+    use std::sync::{Arc, Mutex};
+    let sampling = json!({"messages": [], "maxTokens": 5});
+    // A 2026 remote that asks for sampling whatever the request declared.
+    let ask = sampling.clone();
+    let modern = tiny_server(move |_, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        let result = match v["method"].as_str() {
+            Some("server/discover") => json!({"resultType": "complete", "ttlMs": 0,
+                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}}}),
+            _ => json!({"resultType": "input_required", "requestState": "remote-state",
+                "inputRequests": {"s": {"method": "sampling/createMessage", "params": ask}}}),
+        };
+        let r = json!({"jsonrpc": "2.0", "id": v["id"], "result": result});
+        (200, "application/json", r.to_string())
+    })
+    .await;
+    let mut h = Host::start(
+        &format!("http://{modern}/mcp"),
+        &["--protocol", "2026-07-28"],
+    );
+    h.initialize("2025-11-25", json!({}));
+    h.request(json!(1), "tools/call", call_params("anything", json!({})));
+    let r = h.response(&json!(1), T);
+    let msg = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("did not declare"), "{r}");
+    let asked: Vec<Value> = h.drain(Duration::from_millis(300));
+    assert!(
+        !asked
+            .iter()
+            .any(|m| m.get("method").is_some() && m.get("id").is_some()),
+        "the host was asked: {asked:?}"
+    );
+
+    // A 2025 remote that sends sampling/createMessage on the call's stream, then answers.
+    let posted: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let seen = posted.clone();
+    let legacy = tiny_server(move |_, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        seen.lock().unwrap().push(v.clone());
+        match v["method"].as_str() {
+            Some("initialize") => (
+                200,
+                "application/json",
+                json!({"jsonrpc": "2.0",
+                "id": v["id"], "result": {"protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "0"}}})
+                .to_string(),
+            ),
+            Some("tools/call") => {
+                let ask = json!({"jsonrpc": "2.0", "id": "s1",
+                    "method": "sampling/createMessage", "params": sampling});
+                let done = json!({"jsonrpc": "2.0", "id": v["id"],
+                    "result": {"content": [{"type": "text", "text": "done"}]}});
+                (
+                    200,
+                    "text/event-stream",
+                    format!("data: {ask}\n\ndata: {done}\n\n"),
+                )
+            }
+            _ => (202, "application/json", String::new()),
+        }
+    })
+    .await;
+    let mut h = Host::start(
+        &format!("http://{legacy}/mcp"),
+        &["--protocol", "2025-11-25"],
+    );
+    h.initialize("2025-11-25", json!({}));
+    h.request(json!(1), "tools/call", call_params("anything", json!({})));
+    assert_eq!(text(&h.response(&json!(1), T)), "done");
+    let until = std::time::Instant::now() + T;
+    let refusal = loop {
+        let found = posted
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|m| m["id"] == "s1" && m.get("method").is_none())
+            .cloned();
+        if let Some(m) = found {
+            break m;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "no answer for s1 reached the remote"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(refusal["error"]["code"], -32601, "{refusal}");
+    let asked: Vec<Value> = h.drain(Duration::from_millis(300));
+    assert!(
+        !asked
+            .iter()
+            .any(|m| m["method"] == "sampling/createMessage"),
+        "the host was asked: {asked:?}"
+    );
+    h.assert_clean_stdout();
+}

@@ -1028,11 +1028,16 @@ fn jsonrpc_field(params: Option<&RawValue>, key: &str) -> Option<String> {
 /// Open a `subscriptions/listen` on a 2026 child for a 2025 session's GET stream: every
 /// list-changed type and the resources the session subscribed to.
 async fn start_listen(s: &Arc<Session>) -> Option<CallHandle> {
-    let params = json!({"notifications": {
-        "toolsListChanged": true, "promptsListChanged": true, "resourcesListChanged": true,
-        "resourceSubscriptions": s.resource_uris(),
-    }})
-    .to_string();
+    // The same filter connect holds for a 2025 host: the list changes the upstream offers,
+    // plus the session's resource subscriptions (`notifications::legacy_filter`).
+    let caps = s
+        .upstream
+        .info(Duration::from_secs(5))
+        .await
+        .ok()?
+        .capabilities();
+    let filter = crate::notifications::legacy_filter(&caps, &s.resource_uris());
+    let params = json!({ "notifications": filter }).to_string();
     let call = Call {
         method: "subscriptions/listen".into(),
         params: Some(jsonrpc::raw(&params)),

@@ -272,10 +272,7 @@ impl Driver {
         let mut waits: Vec<(String, String, _)> = Vec::new();
         for r in &reqs {
             let (m, params) = (&r.method, r.params);
-            let declared = crate::mrtr::required_capability(m, params).is_some_and(|need| {
-                crate::mrtr::capability_declared(self.session.client_caps(), need)
-            });
-            if !declared {
+            if !crate::mrtr::may_ask(self.session.client_caps(), m, params) {
                 for (_, id, _) in &waits {
                     self.session.forget_answer(id);
                 }

@@ -73,6 +73,9 @@ struct Host {
     stamp: Arc<Vec<(String, Box<RawValue>)>>,
     /// The level of the 2025 host's last `logging/setLevel`.
     log_level: Option<&'static str>,
+    /// The capabilities the 2025 host declared at `initialize`: the gate before it is asked
+    /// anything (`mrtr::may_ask`, as serve does for a 2025 session).
+    caps: Option<Box<RawValue>>,
 }
 
 /// The one caller a stdio face has, as far as `requestState` binding goes.
@@ -813,6 +816,16 @@ impl Face {
                 "the server's inputRequests is not an object",
             )));
         };
+        let caps = lock(&self.host).caps.clone();
+        if let Some(r) = reqs
+            .iter()
+            .find(|r| !mrtr::may_ask(caps.as_deref(), &r.method, r.params))
+        {
+            return Err(Some(internal_error(&format!(
+                "the server asked for {}, which the client did not declare",
+                r.method
+            ))));
+        }
         let mut waits = Vec::new();
         for r in &reqs {
             let m = &r.method;
@@ -1244,6 +1257,20 @@ impl Face {
         method: &str,
         params: Option<Box<RawValue>>,
     ) {
+        let caps = lock(&self.host).caps.clone();
+        if !mrtr::may_ask(caps.as_deref(), method, params.as_deref()) {
+            info!("the remote sent {method}, which the 2025 host did not declare: refused");
+            let err = jsonrpc::raw(&jsonrpc::error_object(
+                code::METHOD_NOT_FOUND,
+                &format!("the client did not declare the capability {method} needs"),
+                None,
+            ));
+            let remote = Arc::clone(&self.remote);
+            self.tracker.spawn(async move {
+                remote.respond(&remote_id, None, Some(&err)).await;
+            });
+            return;
+        }
         let ours = mrtr::mint_request_id();
         lock(&self.server_requests).insert(ours.clone(), remote_id);
         debug!("relaying the remote's {method} to the host as {ours}");
@@ -1290,6 +1317,7 @@ impl Face {
         {
             let mut h = lock(&self.host);
             h.era = Some(Era::Legacy);
+            h.caps = field("capabilities");
             h.stamp = Arc::new(stamp);
         }
         info!(
