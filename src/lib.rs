@@ -15,6 +15,7 @@ pub mod cli_connect;
 pub mod config;
 pub mod daemon;
 pub mod demo;
+pub mod era;
 pub mod error;
 pub mod face;
 pub mod framing;

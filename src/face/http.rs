@@ -713,35 +713,11 @@ fn session_meta(params: Option<&RawValue>) -> Vec<(String, Box<RawValue>)> {
 }
 
 /// The `InitializeResult` the bridge gives a 2025 client, built from what the child said.
+/// The `InitializeResult` a 2025 client gets: the upstream's own, or one built from its
+/// `server/discover` result (`era::lifecycle`, shared with connect).
 fn initialize_result(info: &UpstreamInfo, version: &str) -> String {
-    let mut out = serde_json::Map::new();
-    out.insert("protocolVersion".into(), json!(version));
-    let src = info
-        .initialize
-        .as_ref()
-        .or(info.discover.as_ref())
-        .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-        .unwrap_or_else(|| json!({}));
-    out.insert(
-        "capabilities".into(),
-        src.get("capabilities")
-            .cloned()
-            .unwrap_or_else(|| json!({})),
-    );
-    let server_info = src
-        .get("serverInfo")
-        .cloned()
-        .or_else(|| {
-            src.get("_meta")
-                .and_then(|m| m.get(protocol::META_SERVER_INFO))
-                .cloned()
-        })
-        .unwrap_or_else(|| json!({"name": "mcp-bridge", "version": env!("CARGO_PKG_VERSION")}));
-    out.insert("serverInfo".into(), server_info);
-    if let Some(i) = src.get("instructions") {
-        out.insert("instructions".into(), i.clone());
-    }
-    serde_json::Value::Object(out).to_string()
+    let src = info.initialize.as_ref().or(info.discover.as_ref());
+    crate::era::lifecycle::initialize_from(src.map(|r| &**r), version)
 }
 
 async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {

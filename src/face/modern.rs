@@ -388,33 +388,9 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
 }
 
 /// A `DiscoverResult` built from a 2025 child's `InitializeResult`.
+/// A `server/discover` result for a 2025 upstream (`era::lifecycle`, shared with connect).
 pub fn discover_from(info: &crate::call::UpstreamInfo) -> String {
-    let init = info
-        .initialize
-        .as_ref()
-        .and_then(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
-        .unwrap_or_else(|| json!({}));
-    let mut caps = init
-        .get("capabilities")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
-    if let Some(o) = caps.as_object_mut() {
-        o.remove("tasks");
-    }
-    let mut out = json!({
-        "resultType": "complete",
-        "supportedVersions": [protocol::MODERN],
-        "capabilities": caps,
-        "ttlMs": 0,
-        "cacheScope": "private",
-    });
-    if let Some(i) = init.get("instructions") {
-        out["instructions"] = i.clone();
-    }
-    if let Some(si) = init.get("serverInfo") {
-        out["_meta"] = json!({ protocol::META_SERVER_INFO: si });
-    }
-    out.to_string()
+    crate::era::lifecycle::discover_from_initialize(info.initialize.as_deref())
 }
 
 #[cfg(test)]

@@ -509,13 +509,25 @@ impl Face {
             .as_deref()
             .and_then(Fields::parse)
             .and_then(|f| f.get("requestState").map(ToOwned::to_owned))
-            .and_then(|s| serde_json::from_str::<String>(s.get()).ok())
-            .filter(|s| self.signer.is_ours(s));
-        if let Some(state) = state {
-            return self.resume(id, call, &state, token).await;
+            .and_then(|s| serde_json::from_str::<String>(s.get()).ok());
+        let legacy_remote = self.remote.era().await == Some(Era::Legacy);
+        match state {
+            Some(state) if self.signer.is_ours(&state) => {
+                return self.resume(id, call, &state, token).await;
+            }
+            // Nobody behind a 2025 remote can have minted it (serve answers the same); toward
+            // a 2026 remote it is the remote's own, or another bridge's further on: untouched.
+            Some(_) if legacy_remote => {
+                return Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
+                    code::INVALID_PARAMS,
+                    "requestState is unknown to this server",
+                    None,
+                ))));
+            }
+            _ => {}
         }
         let mut call = call;
-        if self.remote.era().await == Some(Era::Legacy) {
+        if legacy_remote {
             // A retry after a translated -32042 is the original call again (see crate::mrtr):
             // the 2025 remote never asked for these inputResponses.
             if let Some(p) = mrtr::strip_input_responses(call.params.as_deref()) {

@@ -1240,17 +1240,9 @@ impl Remote {
                     Ok(d) => d,
                     Err(o) => return o,
                 };
-                let d: serde_json::Value = serde_json::from_str(d.get()).unwrap_or_default();
-                let mut r = json!({
-                    "protocolVersion": protocol::negotiate_legacy(requested.as_deref()),
-                    "capabilities": d.get("capabilities").cloned().unwrap_or(json!({})),
-                    "serverInfo": d["_meta"][protocol::META_SERVER_INFO].as_object().map(|o| json!(o))
-                        .unwrap_or(json!({"name": "mcp-bridge-remote", "version": "0"})),
-                });
-                if let Some(i) = d.get("instructions") {
-                    r["instructions"] = i.clone();
-                }
-                Outcome::Result(jsonrpc::raw(&r.to_string()))
+                let version = protocol::negotiate_legacy(requested.as_deref());
+                let r = crate::era::lifecycle::initialize_from(Some(&d), version);
+                Outcome::Result(jsonrpc::raw(&r))
             }
         }
     }
@@ -1716,22 +1708,9 @@ fn strip_modern_meta(params: &RawValue) -> Option<String> {
 }
 
 /// A 2026 `DiscoverResult` built from a 2025 `InitializeResult`.
+/// A 2025 remote's `InitializeResult` as a 2026 `server/discover` result.
 fn discover_from_init(init: &RawValue) -> String {
-    let v: serde_json::Value = serde_json::from_str(init.get()).unwrap_or_default();
-    let mut d = json!({
-        "resultType": "complete",
-        "supportedVersions": [protocol::MODERN],
-        "capabilities": v.get("capabilities").cloned().unwrap_or(json!({})),
-        "ttlMs": 0,
-        "cacheScope": "private",
-    });
-    if let Some(i) = v.get("instructions") {
-        d["instructions"] = i.clone();
-    }
-    if let Some(si) = v.get("serverInfo") {
-        d["_meta"] = json!({ protocol::META_SERVER_INFO: si });
-    }
-    d.to_string()
+    crate::era::lifecycle::discover_from_initialize(Some(init))
 }
 
 #[cfg(test)]
