@@ -13,6 +13,10 @@
 #   CONFORMANCE_SCENARIO_TIMEOUT  seconds per scenario (default: 150)
 #   CONFORMANCE_ALLOW_WARNINGS=1  count a scenario with WARNING checks (and no FAILURE) as passed
 #   CONFORMANCE_VERBOSE=1   print every check of every scenario
+#   CONFORMANCE_UPSTREAM=1  run the suite through `serve --upstream URL` in front of a second
+#                           `serve` that publishes the fixture (a chain of two bridges; the far
+#                           one is the 2025 child's bridge, so sampling and elicitation states
+#                           minted there must pass the near one untouched)
 #
 # Exit status: 0 only if every requested scenario ran and passed (at least one SUCCESS check,
 # no FAILURE, and no WARNING unless allowed). The suite's own exit code is not relied upon:
@@ -95,13 +99,32 @@ mkdir -p "$RESULTS" || die "cannot create $RESULTS"
 BRIDGE_LOG="$RESULTS/bridge.log"
 
 read -r -a EXTRA_ARGS <<<"${MCP_BRIDGE_ARGS:-}"
-log "starting: $BIN serve --port $PORT ${EXTRA_ARGS[*]} -- python3 $FIXTURE"
-# setsid: the bridge and the fixture it spawns get their own process group, so cleanup can
-# reach a fixture that outlives a crashed bridge (and nothing else).
-setsid "$BIN" serve --port "$PORT" "${EXTRA_ARGS[@]}" -- python3 "$FIXTURE" >"$BRIDGE_LOG" 2>&1 &
-BRIDGE_PID=$!
+FAR_PID=
+if [ "${CONFORMANCE_UPSTREAM:-0}" = 1 ]; then
+  FAR_PORT="$(ci_free_port python3)"
+  FAR_LOG="$RESULTS/far-bridge.log"
+  log "starting the far bridge: $BIN serve --port $FAR_PORT -- python3 $FIXTURE"
+  setsid "$BIN" serve --port "$FAR_PORT" -- python3 "$FIXTURE" >"$FAR_LOG" 2>&1 &
+  FAR_PID=$!
+  ci_wait_listening "$FAR_PID" "$FAR_LOG" || { tail -n 50 "$FAR_LOG" >&2; die "the far bridge did not start"; }
+  log "starting: $BIN serve --port $PORT ${EXTRA_ARGS[*]} --upstream http://127.0.0.1:$FAR_PORT/mcp"
+  setsid "$BIN" serve --port "$PORT" "${EXTRA_ARGS[@]}" --upstream "http://127.0.0.1:$FAR_PORT/mcp" >"$BRIDGE_LOG" 2>&1 &
+  BRIDGE_PID=$!
+else
+  log "starting: $BIN serve --port $PORT ${EXTRA_ARGS[*]} -- python3 $FIXTURE"
+  # setsid: the bridge and the fixture it spawns get their own process group, so cleanup can
+  # reach a fixture that outlives a crashed bridge (and nothing else).
+  setsid "$BIN" serve --port "$PORT" "${EXTRA_ARGS[@]}" -- python3 "$FIXTURE" >"$BRIDGE_LOG" 2>&1 &
+  BRIDGE_PID=$!
+fi
 
 cleanup() {
+  if [ -n "${FAR_PID:-}" ]; then
+    kill -TERM "$FAR_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$FAR_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$FAR_PID" 2>/dev/null
+    FAR_PID=
+  fi
   if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
     kill -TERM "$BRIDGE_PID" 2>/dev/null
     for _ in $(seq 1 50); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.2; done
@@ -161,7 +184,7 @@ for line in open(os.path.join(results, "exit-codes.txt")):
     codes[name] = int(rc)
 
 passed = failed = 0
-print("\n=== MCP conformance (server mode) via mcp-bridge ===")
+print("\n=== MCP conformance (server mode) via mcp-bridge%s ===" % (" serve --upstream (a chain of two bridges)" if os.environ.get("CONFORMANCE_UPSTREAM") == "1" else ""))
 for s in scenarios:
     files = sorted(glob.glob(os.path.join(results, s, "*", "checks.json")))
     checks, problems = [], []

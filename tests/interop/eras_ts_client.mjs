@@ -8,7 +8,7 @@
 // (POST, 202), retry the child with `inputResponses` + the exact `requestState`, and deliver
 // the final result on the same stream.
 //
-// Usage: node eras_ts_client.mjs URL --target python|demo [--trace]
+// Usage: node eras_ts_client.mjs URL --target python|demo|everything [--trace]
 //   python  child = tests/interop/eras_modern_server.py (Python SDK MCPServer on stdio, 2026):
 //           tool `ask {question}` -> `answer: action=accept name=<name> color=<color>`
 //   demo    child = `serve --demo --demo-era modern`: tool `elicit {message}`
@@ -43,6 +43,15 @@ const TARGETS = {
     content: { name: NAME, color: 'teal' },
     expect: (t) => t === `answer: action=accept name=${NAME} color=teal`,
   },
+  // npm @modelcontextprotocol/server-everything (2025-era) over its own streamableHttp
+  // transport, behind `serve --upstream` (.ci/interop-upstream.sh).
+  everything: {
+    tool: 'trigger-elicitation-request',
+    args: {},
+    message: 'Please provide inputs for the following fields:',
+    content: { name: NAME, check: true, integer: 7 },
+    expect: (t) => t.includes('User provided the requested information') && t.includes(`- Name: ${NAME}`),
+  },
   demo: {
     tool: 'elicit',
     args: { message: 'What is your name? (typescript sdk, 2025)' },
@@ -60,7 +69,7 @@ const TARGETS = {
   },
 };
 if (!url || !TARGETS[target]) {
-  console.error('usage: node eras_ts_client.mjs URL --target python|demo [--trace]');
+  console.error('usage: node eras_ts_client.mjs URL --target python|demo|everything [--trace]');
   process.exit(2);
 }
 const spec = TARGETS[target];
