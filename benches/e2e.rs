@@ -35,6 +35,9 @@
 //! The load generator shares the machine's cores with the bridge and the child: its CPU is
 //! reported so the reader can see how much of the machine it took.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};

@@ -23,6 +23,9 @@
 //! `cargo bench --bench frames` prints divan's table, then a bridge-vs-naive ratio summary.
 //! Sample times are short (`max_time = 0.2 s` per bench) so the whole run stays under a minute.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::hint::black_box;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};

@@ -3,6 +3,9 @@
 //! non-loopback binds, the caller's token never reaches the child (environment or messages),
 //! and no secret appears in the bridge's log even at trace level.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod auth_support;
 mod common;
 

@@ -1,6 +1,9 @@
 //! `serve --auth jwt`: real JWTs signed at test time (ES256, RS256, EdDSA) against a JWKS the
 //! test serves over HTTP; every rejection reason; key rotation; scope 403; the metadata.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod auth_support;
 
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //! client (tokio-rustls + hyper) over HTTP/2 and HTTP/1.1 chosen by ALPN, TLS 1.2 and 1.3, and
 //! a certificate reload on SIGHUP without a restart.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod auth_support;
 
 use std::sync::Arc;

@@ -1,6 +1,9 @@
 //! Cancellation reaching the child under the child-side id: a 2026 client hanging up on its
 //! stream, and the bridge's own per-call timeout.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

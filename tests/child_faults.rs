@@ -1,6 +1,9 @@
 //! A misbehaving child: it crashes mid-call (in-flight calls fail with child_exited, the
 //! child restarts, sessions survive), and it writes junk on stdout (skipped, calls go on).
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

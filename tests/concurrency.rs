@@ -1,6 +1,9 @@
 //! Many callers sharing one child with colliding JSON-RPC ids and progress tokens: each must
 //! get exactly its own answer and its own progress, under its own id and token.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

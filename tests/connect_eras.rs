@@ -6,6 +6,9 @@
 //! - a 2025 host and a 2026 remote: `input_required` becomes real requests to the host
 //!   (`"mcpb-N"` ids, the same scheme as serve), and the remote is retried with the answers.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod connect_harness;
 
 use std::time::Duration;

@@ -3,6 +3,9 @@
 //! token flags (and the token never logged), `--request-timeout` cancelling in the remote,
 //! host cancellation observed by the remote in both eras, malformed SSE and oversize answers.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod connect_harness;
 
 use std::time::{Duration, Instant};

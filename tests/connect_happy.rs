@@ -3,6 +3,9 @@
 //! progress tokens restored exactly, 2025 server requests relayed under non-colliding ids,
 //! stdout carrying only JSON-RPC, clean exit when the host closes stdin.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod connect_harness;
 
 use std::time::Duration;

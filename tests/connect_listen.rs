@@ -11,6 +11,9 @@
 //!   2025 remote (once per change) with per-request filtering; a 2025 host's
 //!   `logging/setLevel` becomes the logLevel of its requests to a 2026 remote.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod connect_harness;
 
 use std::time::{Duration, Instant};

@@ -3,6 +3,9 @@
 //! mode, with the host side driven over connect's stdio in both lifecycles: tools/list, a call,
 //! progress, and a cancellation the server observes.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod connect_harness;
 
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,6 +2,9 @@
 //! ALPN `h2`/`http/1.1`; with `--ca-file` the call works over HTTP/2, without it the call gets a
 //! clear TLS error and the face stays up.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod connect_harness;
 
 use std::sync::Arc;

@@ -4,6 +4,9 @@
 //! cannot be loaded is rejected and the running auth stays; with unchanged settings, SIGHUP
 //! re-reads the JWKS file (key rotation).
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod auth_support;
 mod common;
 mod daemon_support;

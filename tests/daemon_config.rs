@@ -2,6 +2,9 @@
 //! three named servers behind one listener with a default at `/mcp`, `--servers-json`
 //! import, and command-line flags overriding the file.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod daemon_support;
 

@@ -3,6 +3,9 @@
 //! its child and answers every call, including one in flight across the reload. An invalid
 //! configuration is rejected and the running one keeps serving.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod daemon_support;
 

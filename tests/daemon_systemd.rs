@@ -3,6 +3,9 @@
 //! listener passed as fd 3 (`LISTEN_FDS`/`LISTEN_PID`), and a shutdown that leaves no process
 //! of any server behind.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 mod daemon_support;
 
@@ -150,8 +153,7 @@ async fn notify_socket_ready_watchdog_reload_stopping() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_activation_adopts_the_passed_listener() {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::process::CommandExt;
+    use command_fds::{CommandFdExt, FdMapping};
 
     let dir = tempfile::tempdir().unwrap();
     // An address this machine cannot bind: had the daemon tried, it would have exited 78.
@@ -165,7 +167,6 @@ async fn socket_activation_adopts_the_passed_listener() {
     );
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let fd = listener.as_raw_fd();
     // `sh` learns its own pid ($$), which `exec` keeps: LISTEN_PID names the daemon.
     let mut cmd = std::process::Command::new("sh");
     cmd.arg("-c")
@@ -178,28 +179,13 @@ async fn socket_activation_adopts_the_passed_listener() {
         .env_remove("NOTIFY_SOCKET")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null());
-    // SAFETY: the closure runs in the forked child between fork and exec, where only
-    // async-signal-safe calls are allowed. It calls only dup2(2) and fcntl(2), which are
-    // async-signal-safe; it allocates nothing, takes no lock and touches no Rust state but
-    // the integer `fd` copied into it. `fd` is open in the child because `listener` is alive
-    // in the parent until after `spawn` returns.
-    unsafe {
-        cmd.pre_exec(move || {
-            use nix::libc;
-            if fd == 3 {
-                // Already in place: only clear close-on-exec.
-                if libc::fcntl(3, libc::F_SETFD, 0) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(fd, 3) < 0 {
-                // dup2 leaves FD_CLOEXEC clear on the new descriptor.
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+    // The listener becomes fd 3 of the child (command-fds does the fork-time dup2).
+    cmd.fd_mappings(vec![FdMapping {
+        parent_fd: std::os::fd::OwnedFd::from(listener),
+        child_fd: 3,
+    }])
+    .expect("map the listener to fd 3");
     let b = Bridge::spawn(cmd).await;
-    drop(listener);
     assert_eq!(b.addr.port(), port, "log:\n{}", b.log.dump());
     b.log
         .expect("passed by the service manager", Duration::from_secs(1))

@@ -18,6 +18,9 @@
 //! the demo's id; a 2026 client must never see it. A 2025 upstream's `-32042` error reaches 2025
 //! clients as it is and 2026 clients as `input_required` (or `-32021` without `elicitation.url`).
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod connect_harness;
 
 use std::time::Duration;

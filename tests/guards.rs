@@ -1,6 +1,9 @@
 //! Request guards in front of the MCP endpoint: body size (413), DNS-rebinding protection
 //! (Host and Origin, 403), the allow-origin list, health endpoints.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use common::*;

@@ -2,6 +2,9 @@
 //! mismatch is 400 + -32020), required `_meta` (-32602), unsupported versions (-32022),
 //! unknown methods (404 + -32601), `server/discover`, and HTTP/2 prior knowledge.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //! kinds of failure stay separate series), readiness while the child is dead and after its
 //! restart, and W3C trace context carried from HTTP headers into the `_meta` the child gets.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::{Duration, Instant};

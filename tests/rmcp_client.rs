@@ -2,6 +2,9 @@
 //! lifecycle with sessions, a 2026 `server/discover` lifecycle with per-request `_meta` and
 //! standard headers (including `Mcp-Param-*` from `x-mcp-header`), and the SDK's auto mode.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -2,6 +2,9 @@
 //! session errors (400/404), DELETE, version header checks, the GET stream, and an explicit
 //! `notifications/cancelled` reaching the child under the child's own id.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

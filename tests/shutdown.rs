@@ -1,6 +1,9 @@
 //! Shutdown leaves nothing behind: SIGTERM to the bridge stops the child and everything in
 //! the child's process group, including a grandchild the child forked.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;

@@ -5,6 +5,9 @@
 //! bridge's own bearer auth in front of the far one's, and a dead remote reported per call
 //! while the near bridge keeps serving.
 
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 mod common;
 
 use std::time::Duration;
