@@ -265,7 +265,7 @@ pub async fn handle(
                         // Who asked, for binding state the bridge hands out (requestState).
                         req.extensions_mut().insert(c);
                     }
-                    mcp(&app, req).instrument(span).await
+                    mcp(&app, req, started).instrument(span).await
                 }
                 ROUTE_HEALTH => health(&app, &path),
                 metrics_http::ROUTE => metrics_http::exposition(&app.metrics, &method),
@@ -414,9 +414,9 @@ fn header_str<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
-async fn mcp(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
+async fn mcp(app: &Arc<App>, req: Request<Incoming>, arrived: Instant) -> Response<Body> {
     match *req.method() {
-        Method::POST => post(app, req).await,
+        Method::POST => post(app, req, arrived).await,
         Method::GET => get_stream(app, req.headers()).await,
         Method::DELETE => delete(app, req.headers()),
         _ => {
@@ -428,7 +428,7 @@ async fn mcp(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
     }
 }
 
-async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
+async fn post(app: &Arc<App>, req: Request<Incoming>, arrived: Instant) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let h = parts.headers;
     if let Some(ct) = header_str(&h, header::CONTENT_TYPE.as_str()) {
@@ -538,6 +538,7 @@ async fn post(app: &Arc<App>, req: Request<Incoming>) -> Response<Body> {
         body: &bytes,
         accept_json,
         accept_sse,
+        arrived,
     };
     let pv_header = header_str(&h, protocol::H_PROTOCOL_VERSION);
     let method = env.method();
@@ -588,6 +589,8 @@ pub struct PostCtx<'a> {
     pub body: &'a Bytes,
     pub accept_json: bool,
     pub accept_sse: bool,
+    /// When the request reached the face: a call's duration and deadline count from here.
+    pub arrived: Instant,
 }
 
 /// "No deadline" for open-ended streams, as a far but representable instant (~30 years).
@@ -617,7 +620,7 @@ impl App {
         on_done: Option<InflightGuard>,
         mrtr: Option<respond::MrtrCtx>,
     ) -> Response<Body> {
-        let started = Instant::now();
+        let started = pc.arrived;
         let id = pc.env.id.map(RawValue::get).unwrap_or("null");
         let span = crate::telemetry::call_span(&self.server, method, id);
         let params = crate::telemetry::with_trace_context(pc.headers, params);
@@ -628,7 +631,8 @@ impl App {
             params,
             ctx,
         };
-        let _inflight = respond::GaugeGuard::new(self.metrics.calls_in_flight().clone());
+        // In flight from here (the responder holds the gauge) until the final answer.
+        let mut r = self.responder(pc, method, client_era, cancel, started);
         let mut handle = match upstream.call(call, self.cfg.start_wait).await {
             Ok(h) => h,
             Err(e) => {
@@ -645,7 +649,6 @@ impl App {
             // A 2025 client's dropped connection is not a cancellation.
             handle.detach_until(started + self.cfg.call_timeout);
         }
-        let mut r = self.responder(pc, method, client_era, cancel, started);
         if method == "subscriptions/listen" {
             // A listen is open-ended: no call timeout (it ends with the client or shutdown).
             r.deadline = started + LISTEN_NO_DEADLINE;
@@ -688,6 +691,9 @@ impl App {
             started,
             on_done: None,
             mrtr: None,
+            // An open-ended listen is not a call waiting for an answer (it is an SSE stream).
+            inflight: (method != "subscriptions/listen")
+                .then(|| respond::GaugeGuard::new(self.metrics.calls_in_flight().clone())),
         }
     }
 }

@@ -1,0 +1,169 @@
+//! Metrics that tell the truth, through the real binary: `calls_in_flight` holds a streaming
+//! call until its final answer or its cancellation (JSON and SSE, both eras, both child eras).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+
+/// The address the bridge logged for its metrics listener (`http://ADDR/metrics`).
+async fn metrics_url(b: &Bridge) -> String {
+    let l = b
+        .log
+        .expect("metrics on http://", Duration::from_secs(10))
+        .await;
+    let rest = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
+    format!("http://{rest}")
+}
+
+async fn scrape(c: &reqwest::Client, url: &str) -> String {
+    let r = c.get(url).send().await.expect("GET /metrics");
+    assert_eq!(r.status(), 200);
+    r.text().await.expect("metrics body")
+}
+
+/// The value of the sample `series` (exact name and labels as exposed); absent reads as 0.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)?
+                .strip_prefix(' ')?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0)
+}
+
+/// Scrape (bounded) until `series` reads `want`; the last scrape.
+async fn until_sample(c: &reqwest::Client, murl: &str, series: &str, want: f64) -> String {
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = scrape(c, murl).await;
+        if sample(&t, series) == want {
+            return t;
+        }
+        assert!(
+            Instant::now() < until,
+            "{series} never read {want}; last scrape:\n{t}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+const IN_FLIGHT: &str = "mcp_bridge_calls_in_flight";
+const TOOL_CALL_FINALS: &str =
+    r#"mcp_bridge_request_duration_seconds_count{method="tools/call",server="default"}"#;
+const TOOL_CALL_SECONDS: &str =
+    r#"mcp_bridge_request_duration_seconds_sum{method="tools/call",server="default"}"#;
+
+/// A 2025 `tools/call` of `slow` with a progress token.
+fn legacy_slow(id: &str, seconds: f64, steps: u64) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {
+            "name": "slow",
+            "arguments": {"seconds": seconds, "steps": steps},
+            "_meta": {"progressToken": format!("p-{id}")},
+        }
+    })
+}
+
+/// POST a 2025 session's request whose answer streams; 200 and SSE asserted.
+async fn open_legacy_stream(s: &Session, body: &Value) -> SseReader {
+    let resp =
+        s.c.post(&s.url)
+            .headers(s.headers())
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("POST");
+    assert_eq!(resp.status(), 200);
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    assert!(ct.starts_with("text/event-stream"), "{ct}");
+    SseReader::new(resp)
+}
+
+/// Streaming calls stay in `calls_in_flight` while they stream (they read 0 before: the gauge
+/// ended with the response head), and leave it at their cancellation or final answer; the
+/// request duration is observed at the final answer, over the whole call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_calls_are_in_flight_until_answered_or_cancelled() {
+    for era in ["modern", "legacy"] {
+        let b = Bridge::demo(&["--demo-era", era, "--metrics-listen", "127.0.0.1:0"]).await;
+        let murl = metrics_url(&b).await;
+        let c = client();
+        b.wait_ready(Duration::from_secs(20)).await;
+        let s = Session::open(&c, &b.url).await;
+
+        // Three long calls, each streaming progress: two from 2026 clients, one from the 2025
+        // session (a 2026 child serves it through input rounds, a 2025 child directly).
+        let mut streams = Vec::new();
+        for i in 0..2 {
+            let body = modern_tool_call_progress(
+                json!(i),
+                "slow",
+                json!({"seconds": 600, "steps": 6000}),
+                json!(format!("t{i}")),
+            );
+            streams.push(open_modern_stream(&c, &b.url, &body).await);
+        }
+        streams.push(open_legacy_stream(&s, &legacy_slow("l", 600.0, 6000)).await);
+        for st in &mut streams {
+            let ev = st.next(Duration::from_secs(20)).await.expect("an event");
+            assert_eq!(ev["method"], "notifications/progress", "{era}: {ev}");
+        }
+        let t = scrape(&c, &murl).await;
+        assert_eq!(sample(&t, IN_FLIGHT), 3.0, "{era}: streaming calls:\n{t}");
+        assert_eq!(
+            sample(&t, TOOL_CALL_FINALS),
+            0.0,
+            "{era}: no final yet:\n{t}"
+        );
+
+        // The 2025 call is cancelled by notification (its stream ends without an answer), the
+        // 2026 ones by hanging up.
+        let st = s
+            .notify("notifications/cancelled", json!({"requestId": "l"}))
+            .await;
+        assert_eq!(st, 202);
+        let mut legacy = streams.pop().expect("the 2025 stream");
+        assert!(legacy.ends_within(Duration::from_secs(20)).await, "{era}");
+        drop(streams);
+        until_sample(&c, &murl, IN_FLIGHT, 0.0).await;
+
+        // Calls that run to their answer leave the gauge before the answer is sent.
+        let body = modern_tool_call_progress(
+            json!("short"),
+            "slow",
+            json!({"seconds": 0.3, "steps": 3}),
+            json!("ts"),
+        );
+        let mut m = open_modern_stream(&c, &b.url, &body).await;
+        let mut last = None;
+        while let Some(ev) = m.next(Duration::from_secs(20)).await {
+            last = Some(ev);
+        }
+        let last = last.expect("events");
+        assert_eq!(
+            last["result"]["content"][0]["text"], "done",
+            "{era}: {last}"
+        );
+        let r = s.post(&legacy_slow("ls", 0.3, 3)).await;
+        assert!(r.is_sse(), "{era}: {r:?}");
+        assert_eq!(r.text(), "done", "{era}: {r:?}");
+        let t = scrape(&c, &murl).await;
+        assert_eq!(sample(&t, IN_FLIGHT), 0.0, "{era}: all answered:\n{t}");
+        assert_eq!(sample(&t, TOOL_CALL_FINALS), 2.0, "{era}:\n{t}");
+        assert!(
+            sample(&t, TOOL_CALL_SECONDS) >= 0.6,
+            "{era}: the duration covers each whole call:\n{t}"
+        );
+    }
+}
