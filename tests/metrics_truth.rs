@@ -1,5 +1,6 @@
 //! Metrics that tell the truth, through the real binary: `calls_in_flight` holds a streaming
-//! call until its final answer or its cancellation (JSON and SSE, both eras, both child eras).
+//! call until its final answer or its cancellation (JSON and SSE, both eras, both child eras);
+//! answers hyper writes on its own (400/414/431) are in `http_responses_total`.
 
 mod common;
 
@@ -7,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The address the bridge logged for its metrics listener (`http://ADDR/metrics`).
 async fn metrics_url(b: &Bridge) -> String {
@@ -166,4 +168,77 @@ async fn streaming_calls_are_in_flight_until_answered_or_cancelled() {
             "{era}: the duration covers each whole call:\n{t}"
         );
     }
+}
+
+/// Send `raw` on a new connection to `addr` and read until the server closes it.
+async fn raw_exchange(addr: std::net::SocketAddr, raw: &[u8]) -> String {
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    s.write_all(raw).await.expect("write");
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut out))
+        .await
+        .expect("the server closes the connection")
+        .expect("read");
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// What hyper answers by itself — too many headers (431), a URI over 64 KiB (414), a bad
+/// `Content-Length` or request line (400) — is counted under route and method `other`, on the
+/// main listener and on the metrics listener alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_hyper_writes_itself_are_counted() {
+    let b = Bridge::demo(&["--metrics-listen", "127.0.0.1:0"]).await;
+    let murl = metrics_url(&b).await;
+    let c = client();
+    let series = |status: &str| {
+        format!(
+            r#"mcp_bridge_http_responses_total{{method="other",route="other",status="{status}"}}"#
+        )
+    };
+
+    let mut many = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n".to_vec();
+    for i in 0..150 {
+        many.extend_from_slice(format!("X-Filler-{i}: v\r\n").as_bytes());
+    }
+    many.extend_from_slice(b"\r\n");
+    let mut long_uri = b"GET /".to_vec();
+    long_uri.resize(long_uri.len() + 70_000, b'a');
+    long_uri.extend_from_slice(b" HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n");
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (many, "431"),
+        (long_uri, "414"),
+        (
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ten\r\n\r\n".to_vec(),
+            "400",
+        ),
+        (b"THIS IS NOT HTTP\r\n\r\n".to_vec(), "400"),
+    ];
+    for (raw, status) in &cases {
+        let out = raw_exchange(b.addr, raw).await;
+        assert!(
+            out.starts_with(&format!("HTTP/1.1 {status} ")),
+            "want {status}, got {out:?}"
+        );
+    }
+    // The metrics listener's own connections too.
+    let maddr: std::net::SocketAddr = murl
+        .strip_prefix("http://")
+        .and_then(|r| r.strip_suffix("/metrics"))
+        .and_then(|a| a.parse().ok())
+        .expect("metrics address");
+    let out = raw_exchange(maddr, b"\x01\x02 nonsense\r\n\r\n").await;
+    assert!(out.starts_with("HTTP/1.1 400 "), "{out:?}");
+
+    // Counted as each connection ends, just after hyper wrote its answer.
+    until_sample(&c, &murl, &series("400"), 3.0).await;
+    until_sample(&c, &murl, &series("431"), 1.0).await;
+    let t = until_sample(&c, &murl, &series("414"), 1.0).await;
+    assert_eq!(
+        sample(
+            &t,
+            r#"mcp_bridge_http_responses_total{method="other",route="other",status="other"}"#
+        ),
+        0.0,
+        "every status has its own label:\n{t}"
+    );
 }
