@@ -1,6 +1,7 @@
 //! Metrics that tell the truth, through the real binary: `calls_in_flight` holds a streaming
 //! call until its final answer or its cancellation (JSON and SSE, both eras, both child eras);
-//! answers hyper writes on its own (400/414/431) are in `http_responses_total`.
+//! answers hyper writes on its own (400/414/431) are in `http_responses_total`; a 2025
+//! session's held listen on a 2026 child ends without counting a cancellation.
 
 mod common;
 
@@ -241,4 +242,102 @@ async fn answers_hyper_writes_itself_are_counted() {
         0.0,
         "every status has its own label:\n{t}"
     );
+}
+
+/// Open a 2025 session's GET stream (the bridge then holds a listen on the 2026 child).
+async fn open_get_stream(s: &Session) -> SseReader {
+    let resp =
+        s.c.get(&s.url)
+            .headers(s.headers())
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .expect("GET");
+    assert_eq!(resp.status(), 200);
+    SseReader::new(resp)
+}
+
+async fn delete(s: &Session) {
+    let r =
+        s.c.delete(&s.url)
+            .headers(s.headers())
+            .send()
+            .await
+            .expect("DELETE");
+    assert_eq!(r.status(), 200);
+}
+
+/// Wait (bounded) until the log has `n` lines containing `needle`.
+async fn until_count(b: &Bridge, needle: &str, n: usize) {
+    let until = Instant::now() + Duration::from_secs(20);
+    while b.log.count(needle) < n {
+        assert!(
+            Instant::now() < until,
+            "fewer than {n} {needle:?} lines; log:\n{}",
+            b.log.dump()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// The listen the bridge holds on a 2026 child for a 2025 session's GET stream is the bridge's
+/// own: ending it (DELETE, a new subscription set, the GET stream's end) tells the child but
+/// counts no cancellation (it counted one `client_disconnect` each before).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ending_a_session_is_not_a_client_cancellation() {
+    const STARTED: &str = "demo: listen started";
+    const ENDED: &str = "demo: listen ended";
+    let b = Bridge::demo(&["--demo-era", "modern", "--metrics-listen", "127.0.0.1:0"]).await;
+    let murl = metrics_url(&b).await;
+    let c = client();
+    b.wait_ready(Duration::from_secs(20)).await;
+
+    // DELETE with the GET stream open.
+    let s1 = Session::open(&c, &b.url).await;
+    let mut g1 = open_get_stream(&s1).await;
+    until_count(&b, STARTED, 1).await;
+    delete(&s1).await;
+    assert!(g1.ends_within(Duration::from_secs(20)).await);
+
+    // A subscription re-issues the listen (the old one ends), then DELETE.
+    let s2 = Session::open(&c, &b.url).await;
+    let mut g2 = open_get_stream(&s2).await;
+    until_count(&b, STARTED, 2).await;
+    let r = s2
+        .request(
+            json!(1),
+            "resources/subscribe",
+            json!({"uri": "demo://readme"}),
+        )
+        .await;
+    assert_eq!(r.result(), &json!({}), "{r:?}");
+    until_count(&b, STARTED, 3).await;
+    delete(&s2).await;
+    assert!(g2.ends_within(Duration::from_secs(20)).await);
+
+    // The client closes its GET stream, then ends the session.
+    let s3 = Session::open(&c, &b.url).await;
+    let g3 = open_get_stream(&s3).await;
+    until_count(&b, STARTED, 4).await;
+    drop(g3);
+    until_count(&b, ENDED, 4).await;
+    delete(&s3).await;
+
+    // The child was told about every listen the bridge let go of; nothing was counted.
+    let t = scrape(&c, &murl).await;
+    assert_eq!(b.log.count(ENDED), 4, "log:\n{}", b.log.dump());
+    assert_eq!(
+        sample(
+            &t,
+            r#"mcp_bridge_cancellations_total{cause="client_disconnect"}"#
+        ),
+        0.0,
+        "{t}"
+    );
+    let all: f64 = t
+        .lines()
+        .filter(|l| l.starts_with("mcp_bridge_cancellations_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(all, 0.0, "{t}");
 }

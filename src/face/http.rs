@@ -1101,7 +1101,11 @@ async fn start_listen(s: &Arc<Session>) -> Option<crate::upstream::child::CallHa
             tool: None,
         },
     };
-    s.upstream.call(call, Duration::from_secs(5)).await.ok()
+    let mut h = s.upstream.call(call, Duration::from_secs(5)).await.ok()?;
+    // The bridge's own call: when the session, its GET stream or this subscription set ends,
+    // the child is told, but that is no client's cancellation.
+    h.set_cancel_reason(crate::upstream::child::RELEASED_BY_BRIDGE);
+    Some(h)
 }
 
 /// The next event of a held listen call; pending forever when there is none. `None` when the

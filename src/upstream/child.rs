@@ -151,6 +151,11 @@ pub struct ChildUpstream {
     inner: Arc<Inner>,
 }
 
+/// The cancel reason of a call the bridge holds for its own purposes (a 2025 session's listen
+/// on a 2026 child): the child is told as usual, but no cancellation is counted, since no client
+/// cancelled anything when the bridge lets go of it.
+pub const RELEASED_BY_BRIDGE: &str = "released by the bridge";
+
 /// A call in flight. Dropping it before the outcome cancels the call in the child.
 pub struct CallHandle {
     pub events: mpsc::Receiver<CallEvent>,
@@ -227,12 +232,14 @@ impl Drop for CancelGuard {
             return;
         }
         if self.proc.cancel(self.id, self.reason) {
-            self.metrics.cancelled(match self.reason {
+            let cause = match self.reason {
                 "timeout" => "timeout",
                 "shutdown" => "shutdown",
                 "client cancelled" => "client_notification",
+                RELEASED_BY_BRIDGE => return,
                 _ => "client_disconnect",
-            });
+            };
+            self.metrics.cancelled(cause);
         }
     }
 }
