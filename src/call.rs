@@ -149,6 +149,23 @@ pub enum UpstreamEvent {
     Restarted,
 }
 
+/// The cancel reason of a call the bridge holds for its own purposes (a 2025 session's listen
+/// on a 2026 upstream): the peer is told as usual, but no cancellation is counted, since no
+/// client cancelled anything when the bridge lets go of it.
+pub const RELEASED_BY_BRIDGE: &str = "released by the bridge";
+
+/// The `cause` label of `mcp_bridge_cancellations_total` for a cancel reason; None when the
+/// cancellation is not counted (the bridge released its own call).
+pub fn cancel_cause(reason: &str) -> Option<&'static str> {
+    Some(match reason {
+        "timeout" => "timeout",
+        "shutdown" => "shutdown",
+        "client cancelled" => "client_notification",
+        RELEASED_BY_BRIDGE => return None,
+        _ => "client_disconnect",
+    })
+}
+
 /// How an upstream controls one call in flight. Dropping it before the outcome cancels the
 /// call at the peer (unless detached).
 pub trait CallControl: Send {
@@ -252,3 +269,16 @@ pub trait Upstream: Send + Sync {
 
 /// How faces hold an upstream.
 pub type SharedUpstream = Arc<dyn Upstream>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cancel_causes() {
+        assert_eq!(cancel_cause("timeout"), Some("timeout"));
+        assert_eq!(cancel_cause("client cancelled"), Some("client_notification"));
+        assert_eq!(cancel_cause("client disconnected"), Some("client_disconnect"));
+        assert_eq!(cancel_cause(RELEASED_BY_BRIDGE), None);
+    }
+}

@@ -306,6 +306,12 @@ impl Metrics {
             .with_label_values(&[route, http_method_label(method), itoa_status(status)])
             .inc();
     }
+    /// An HTTP response the connection layer wrote itself, before any route saw a request (so
+    /// route and method are `other`): hyper's answer to a request head it could not parse
+    /// (see `face::http::hyper_answer`), or a refusal at a connection limit.
+    pub fn http_connection_response(&self, status: u16) {
+        self.http_response("other", "other", status);
+    }
     pub fn rpc_request(&self, server: &str, method: &str) {
         self.rpc_requests
             .with_label_values(&[server, method_label(method)])
@@ -412,8 +418,10 @@ fn itoa_status(s: u16) -> &'static str {
         406 => "406",
         409 => "409",
         413 => "413",
+        414 => "414",
         415 => "415",
         421 => "421",
+        431 => "431",
         500 => "500",
         503 => "503",
         _ => "other",

@@ -494,6 +494,7 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
             tls.clone(),
             stop_accepting.clone(),
             plan.shutdown_grace,
+            d.metrics.clone(),
         )));
     }
     info!("servers: {}", router::describe(&d.router.current()));

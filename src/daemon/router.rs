@@ -271,8 +271,9 @@ pub async fn accept_loop(
     tls: Option<Arc<crate::auth::tls::Tls>>,
     stopping: CancellationToken,
     grace: Duration,
+    metrics: Arc<Metrics>,
 ) {
-    let drained = http::accept_loop(listener, tls, stopping, grace, move |req, peer| {
+    let drained = http::accept_loop(listener, tls, stopping, grace, metrics, move |req, peer| {
         let r = router.clone();
         async move { r.handle(req, peer).await }
     })

@@ -69,7 +69,7 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, stop: Cancellat
             },
             _ = stop.cancelled() => break,
         };
-        let m = metrics.clone();
+        let (m, m2) = (metrics.clone(), metrics.clone());
         let stop = stop.clone();
         tokio::spawn(async move {
             let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
@@ -82,6 +82,9 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, stop: Cancellat
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 r = conn => if let Err(e) = r {
+                    if let Some(status) = crate::face::http::hyper_answer(&e) {
+                        m2.http_connection_response(status);
+                    }
                     debug!("metrics connection ended: {e}");
                 },
                 _ = stop.cancelled() => {}

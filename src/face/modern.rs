@@ -380,8 +380,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         }
         return respond::json(StatusCode::OK, jsonrpc::result(rid, &body));
     }
-    let started = std::time::Instant::now();
-    let mut r = app.responder(pc, method, Era::Modern, app.children.clone(), started);
+    let mut r = app.responder(pc, method, Era::Modern, app.children.clone(), pc.arrived);
     r.orig_token = pc.view.meta("progressToken").map(|t| t.to_owned());
     r.mrtr = Some(mrtr_ctx(app, pc, parked.round, Some(claims.park)));
     r.respond(parked.handle).await

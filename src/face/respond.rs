@@ -117,6 +117,9 @@ pub struct Responder {
     pub on_done: Option<Box<dyn Send + Sync>>,
     /// Set for 2026 clients of a 2025 upstream: server requests become `input_required`.
     pub mrtr: Option<MrtrCtx>,
+    /// Holds `calls_in_flight` up for this call: dropped with the final answer (or with the
+    /// responder, when the call is cancelled or the client goes), also on an SSE stream.
+    pub inflight: Option<GaugeGuard>,
 }
 
 enum Step {
@@ -478,6 +481,7 @@ impl Responder {
                 Next::Frame(b) => Some((Ok(Frame::data(framing::sse_event(&b))), st)),
                 Next::Final(_, b) => {
                     st.done = true;
+                    st.r.inflight = None; // answered: no longer in flight
                     Some((Ok(Frame::data(framing::sse_event(&b))), st))
                 }
             }

@@ -53,7 +53,9 @@ pub async fn run(
     cancel: CancellationToken,
     done: Box<dyn Send + Sync>,
 ) -> Response<Body> {
-    let started = Instant::now();
+    let started = pc.arrived;
+    // In flight until the final answer reaches the response (or the response is dropped).
+    let inflight = GaugeGuard::new(app.metrics.calls_in_flight().clone());
     let (tx, mut rx) = mpsc::channel::<Next>(crate::call::EVENT_QUEUE);
     let base = pc
         .env
@@ -81,7 +83,7 @@ pub async fn run(
     let first = if pc.accept_sse {
         tokio::select! {
             n = rx.recv() => n,
-            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, rx),
+            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, rx, inflight),
         }
     } else {
         rx.recv().await
@@ -91,17 +93,23 @@ pub async fn run(
             respond::json(status, body)
         }
         None => respond::status_only(StatusCode::ACCEPTED),
-        n => sse(&app, n, rx),
+        n => sse(&app, n, rx, inflight),
     }
 }
 
-fn sse(app: &App, first: Option<Next>, rx: mpsc::Receiver<Next>) -> Response<Body> {
+fn sse(
+    app: &App,
+    first: Option<Next>,
+    rx: mpsc::Receiver<Next>,
+    inflight: GaugeGuard,
+) -> Response<Body> {
     struct St {
         first: Option<Next>,
         rx: mpsc::Receiver<Next>,
         keepalive: std::time::Duration,
         done: bool,
         _g: GaugeGuard,
+        inflight: Option<GaugeGuard>,
     }
     let st = St {
         first,
@@ -109,6 +117,7 @@ fn sse(app: &App, first: Option<Next>, rx: mpsc::Receiver<Next>) -> Response<Bod
         keepalive: app.cfg.keepalive,
         done: false,
         _g: GaugeGuard::new(app.metrics.sse_streams().clone()),
+        inflight: Some(inflight),
     };
     let stream = futures_util::stream::unfold(st, |mut st| async move {
         if st.done {
@@ -127,6 +136,7 @@ fn sse(app: &App, first: Option<Next>, rx: mpsc::Receiver<Next>) -> Response<Bod
             Next::Frame(b) => b,
             Next::Final(_, b) => {
                 st.done = true;
+                st.inflight = None; // answered: no longer in flight
                 b
             }
         };

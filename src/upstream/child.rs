@@ -195,12 +195,9 @@ impl Drop for CancelGuard {
             return;
         }
         if self.proc.cancel(self.id, self.reason) {
-            self.metrics.cancelled(match self.reason {
-                "timeout" => "timeout",
-                "shutdown" => "shutdown",
-                "client cancelled" => "client_notification",
-                _ => "client_disconnect",
-            });
+            if let Some(cause) = crate::call::cancel_cause(self.reason) {
+                self.metrics.cancelled(cause);
+            }
         }
     }
 }
