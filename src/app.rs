@@ -12,6 +12,7 @@ use tracing::info;
 use crate::face::http::{self, App, HttpConfig};
 use crate::metrics::Metrics;
 use crate::upstream::child::ChildConfig;
+use crate::upstream::remote::{Remote, RemoteConfig};
 
 /// The multi-threaded runtime every subcommand runs on (`workers`: None = one per core). On
 /// failure the reason is on stderr and the exit code is returned.
@@ -24,6 +25,29 @@ pub fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, std::p
         eprintln!("mcp-bridge: cannot start the runtime: {e}");
         std::process::ExitCode::FAILURE
     })
+}
+
+/// Run `connect`: the stdio face on our stdin/stdout, the remote behind it.
+pub async fn run_connect(
+    cfg: RemoteConfig,
+    max_line: usize,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    // One crypto provider for the process, installed explicitly.
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let (tx, rx) = tokio::sync::mpsc::channel(crate::call::EVENT_QUEUE);
+    let remote = Remote::new(cfg, tx)?;
+    tracing::info!("connect: forwarding stdio to {}", remote.origin());
+    crate::face::stdio::serve(
+        remote,
+        rx,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        max_line,
+        shutdown,
+    )
+    .await;
+    Ok(())
 }
 
 /// Run `serve` on `listener` until `shutdown` is cancelled.

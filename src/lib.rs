@@ -11,7 +11,6 @@ pub mod app;
 pub mod auth;
 pub mod call;
 pub mod cli;
-pub mod cli_connect;
 pub mod config;
 pub mod daemon;
 pub mod demo;

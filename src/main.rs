@@ -138,7 +138,7 @@ fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
     })
 }
 
-fn connect(args: mcp_bridge::cli_connect::ConnectArgs) -> ExitCode {
+fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
     let cfg = match args.config() {
         Ok(c) => c,
         Err(e) => {
@@ -153,7 +153,7 @@ fn connect(args: mcp_bridge::cli_connect::ConnectArgs) -> ExitCode {
     rt.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
-        match mcp_bridge::cli_connect::run(cfg, args.max_line, shutdown).await {
+        match mcp_bridge::app::run_connect(cfg, args.max_line, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 error!("{e}");

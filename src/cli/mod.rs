@@ -1,10 +1,19 @@
 //! The command line: subcommands, flags, and their translation into validated configuration.
+//! The remote flags of `connect` live in [`remote`], value parsers in [`parse`]; both are leaves
+//! that `cli` and `config` use.
+
+pub mod connect;
+pub mod parse;
+pub mod remote;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use parse::parse_kv;
+pub use parse::{parse_duration, parse_size};
 
 use crate::face::http::HttpConfig;
 use crate::upstream::child::ChildConfig;
@@ -41,7 +50,7 @@ pub enum Command {
     /// Validate a configuration file: exit 0, or 78 with the error.
     CheckConfig(CheckConfigArgs),
     /// Be a stdio MCP server for a host, forwarding to a remote Streamable HTTP server.
-    Connect(Box<crate::cli_connect::ConnectArgs>),
+    Connect(Box<connect::ConnectArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -176,52 +185,6 @@ pub struct ServeArgs {
     pub command: Vec<String>,
 }
 
-fn parse_kv(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
-    }
-}
-
-/// `250ms`, `10s`, `5m`, `1h`, or bare seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?}"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown duration unit in {s:?} (use ms, s, m, h)")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("not a duration: {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// `1024`, `64K`, `64KiB`, `16M`, `16MiB`.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
-    let mult = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1024,
-        "m" | "mb" | "mib" => 1024 * 1024,
-        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
-        _ => return Err(format!("unknown size unit in {s:?}")),
-    };
-    n.checked_mul(mult)
-        .filter(|v| *v > 0)
-        .ok_or_else(|| format!("size out of range: {s:?}"))
-}
-
 impl ServeArgs {
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
@@ -287,17 +250,6 @@ impl ServeArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert!(parse_duration("5y").is_err());
-        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
-        assert_eq!(parse_size("100").unwrap(), 100);
-        assert!(parse_size("0").is_err());
-    }
 
     #[test]
     fn serve_parses_like_other_bridges() {
