@@ -85,7 +85,7 @@ fn load_plan(sources: &Sources, args: &ServeArgs, given: &Given) -> Result<Plan,
     for n in notes {
         warn!("{n}");
     }
-    config::apply_overrides(&mut plan, args, given);
+    config::apply_overrides(&mut plan, args, given)?;
     if plan.servers.is_empty() {
         return Err(no_servers());
     }

@@ -1,5 +1,5 @@
 //! Several named servers behind one set of listeners. Each server is a complete HTTP face
-//! ([`App`]) with its own child; the router picks the app by path — `/servers/<name>/mcp`, or
+//! ([`App`]) with its own upstream; the router picks the app by path — `/servers/<name>/mcp`, or
 //! `/mcp` for the default server — and hands the request to [`http::handle`]. The route table
 //! is swapped atomically on reload; a request already routed keeps its app until it finishes
 //! (each app counts its requests, including response bodies still streaming, so a removed or
@@ -53,7 +53,7 @@ impl Drop for InFlight {
 }
 
 impl ServerRt {
-    /// Spawn the server's child and build its face.
+    /// Start the server's upstream (spawn its child) and build its face.
     pub fn start(
         spec: ServerSpec,
         origins: Vec<String>,
@@ -62,11 +62,10 @@ impl ServerRt {
     ) -> Result<Arc<ServerRt>, String> {
         let tracker = TaskTracker::new();
         let children = CancellationToken::new();
-        let upstream = crate::upstream::UpstreamSpec::Child(spec.child_config());
         let app = App::start(
             &spec.name,
             cfg,
-            upstream,
+            spec.upstream(),
             metrics,
             CancellationToken::new(),
             children,
