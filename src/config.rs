@@ -6,6 +6,8 @@
 //! Reading produces a [`Plan`]: every value resolved (defaults filled in, per-server limits over
 //! global ones), every server validated. A `Plan` is plain data and comparable, so a reload can
 //! tell added, removed, changed and unchanged servers apart by comparing [`ServerSpec`]s.
+//! Plain `serve` (`-- CMD`, `--demo`) is a one-server plan too
+//! ([`Plan::solo`]): the daemon runs both the same way.
 //!
 //! A server is a stdio `command` or a remote `url`; a url server's header file and bearer token
 //! are read while resolving, so a changed secret makes a different spec (SIGHUP replaces the
@@ -457,6 +459,8 @@ impl Resolved {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     pub name: String,
+    /// Where its face is published: `/servers/<name>/mcp`, or `--path` for plain `serve`.
+    pub path: String,
     pub target: Target,
     pub isolation: Isolation,
     pub limits: Resolved,
@@ -535,6 +539,9 @@ pub struct Plan {
     pub default_server: Option<String>,
     /// Sorted by name.
     pub servers: Vec<ServerSpec>,
+    /// Plain `serve`: one server at its own path, answering every request on the listener
+    /// itself (health, metrics, 404s); no `/servers/` routes.
+    pub solo: bool,
 }
 
 /// The path a named server is published at.
@@ -543,10 +550,6 @@ pub fn server_path(name: &str) -> String {
 }
 
 impl ServerSpec {
-    pub fn path(&self) -> String {
-        server_path(&self.name)
-    }
-
     /// What the face is started in front of: the child's or the remote's configuration.
     pub fn upstream(&self) -> UpstreamSpec {
         match &self.target {
@@ -575,7 +578,7 @@ impl ServerSpec {
     /// `loopback`: every listener is on a loopback address.
     pub fn http_config(&self, allow_origins: &[String], loopback: bool) -> HttpConfig {
         HttpConfig {
-            path: self.path(),
+            path: self.path.clone(),
             allow_origins: allow_origins.to_vec(),
             loopback_only_host: loopback,
             max_body: self.limits.max_body,
@@ -593,6 +596,70 @@ impl ServerSpec {
 }
 
 impl Plan {
+    /// Plain `serve` (`-- CMD`, `--demo`): one server, from the flags. Errors
+    /// are usage errors (they name flags).
+    pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
+        if !args.path.starts_with('/') {
+            return Err(format!("--path must start with '/': {:?}", args.path));
+        }
+        if args.demo && !args.command.is_empty() {
+            return Err("give either --demo or a command after --, not both".into());
+        }
+        let child = |command: PathBuf, a: Vec<String>| {
+            Target::Command(CommandSpec {
+                command,
+                args: a,
+                env: args.env.clone(),
+                pass_environment: args.pass_environment,
+                cwd: args.cwd.clone(),
+            })
+        };
+        let target = if args.demo {
+            let exe =
+                std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+            let era = args.demo_era.as_str().to_owned();
+            child(exe, vec!["demo-server".into(), "--era".into(), era])
+        } else {
+            let Some((cmd, rest)) = args.command.split_first() else {
+                return Err(
+                    "no server to publish: give --demo, `-- CMD ARGS` or --config FILE".into(),
+                );
+            };
+            child(PathBuf::from(cmd), rest.to_vec())
+        };
+        let limits = Resolved {
+            call_timeout: args.call_timeout,
+            start_wait: args.start_wait,
+            probe_timeout: args.probe_timeout,
+            session_timeout: args.session_timeout,
+            max_sessions: args.max_sessions.max(1),
+            max_body: args.max_body,
+            max_line: args.max_line,
+            shutdown_grace: args.shutdown_grace,
+            stdin_grace: args.stdin_grace,
+            term_grace: args.term_grace,
+            keepalive: args.keepalive.max(Duration::from_millis(100)),
+        };
+        Ok(Plan {
+            listen: vec![args.addr()],
+            allow_origins: args.allow_origin.clone(),
+            auth: args.auth.clone(),
+            public_url: None,
+            metrics_listen: args.metrics_listen,
+            metrics_on_main: args.metrics_on_main,
+            shutdown_grace: args.shutdown_grace,
+            default_server: None,
+            servers: vec![ServerSpec {
+                name: args.name.clone(),
+                path: args.path.clone(),
+                target,
+                isolation: args.isolation,
+                limits,
+            }],
+            solo: true,
+        })
+    }
+
     pub fn server(&self, name: &str) -> Option<&ServerSpec> {
         self.servers.iter().find(|s| s.name == name)
     }
@@ -806,6 +873,7 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         };
         servers.push(ServerSpec {
             name: n.clone(),
+            path: server_path(n),
             target,
             isolation: match s.isolation {
                 Some(IsolationFile::Session) => Isolation::Session,
@@ -870,6 +938,7 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         shutdown_grace: Resolved::from(global).shutdown_grace,
         default_server,
         servers,
+        solo: false,
     })
 }
 
@@ -1021,7 +1090,7 @@ call_timeout = 30
             panic!("{py:?}")
         };
         assert_eq!(c.env, vec![("API_KEY".into(), "x".into())]);
-        assert_eq!(py.path(), "/servers/py/mcp");
+        assert_eq!(py.path, "/servers/py/mcp");
     }
 
     #[test]
@@ -1255,6 +1324,40 @@ call_timeout = 30
             panic!()
         };
         *a
+    }
+
+    #[test]
+    fn plain_serve_is_a_one_server_plan() {
+        let p = Plan::solo(&serve_args(&[
+            "--port", "0", "--path", "/x", "-e", "A=1", "--name", "n", "--", "node", "s.js",
+        ]))
+        .unwrap();
+        assert!(p.solo);
+        assert_eq!(p.listen, vec![SocketAddr::from(([127, 0, 0, 1], 0))]);
+        let s = &p.servers[0];
+        assert_eq!((s.name.as_str(), s.path.as_str()), ("n", "/x"));
+        let Some(UpstreamSpec::Child(c)) = p.server("n").map(ServerSpec::upstream) else {
+            panic!()
+        };
+        assert_eq!(c.command, PathBuf::from("node"));
+        assert_eq!(c.args, vec!["s.js"]);
+        assert_eq!(c.env, vec![("A".into(), "1".into())]);
+        let http = s.http_config(&p.allow_origins, true);
+        assert_eq!(http.path, "/x");
+        // Same limits as a config file's defaults.
+        assert_eq!(s.limits, Resolved::default());
+
+        let p = Plan::solo(&serve_args(&["--demo", "--demo-era", "legacy"])).unwrap();
+        let Some(UpstreamSpec::Child(c)) = p.server("default").map(ServerSpec::upstream) else {
+            panic!()
+        };
+        assert_eq!(c.args, vec!["demo-server", "--era", "legacy"]);
+
+        assert!(Plan::solo(&serve_args(&[]))
+            .unwrap_err()
+            .contains("no server"));
+        assert!(Plan::solo(&serve_args(&["--demo", "--path", "x"])).is_err());
+        assert!(Plan::solo(&serve_args(&["--demo", "--", "node"])).is_err());
     }
 
     #[test]

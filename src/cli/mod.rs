@@ -1,6 +1,6 @@
-//! The command line: subcommands, flags, and their translation into validated configuration.
-//! The remote flags of `connect` live in [`remote`], value parsers in [`parse`]; both are leaves
-//! that `cli` and `config` use.
+//! The command line: subcommands and their flags. `serve`'s become a [`crate::config::Plan`]
+//! (`Plan::solo`, or the file's with the flags over it); `connect`'s remote flags live in
+//! [`remote`], value parsers in [`parse`].
 
 pub mod connect;
 pub mod parse;
@@ -14,9 +14,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use parse::parse_kv;
 pub use parse::{parse_duration, parse_size};
-
-use crate::face::http::HttpConfig;
-use crate::upstream::child::ChildConfig;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -189,73 +186,23 @@ impl ServeArgs {
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
     }
-
-    /// The child to run and the HTTP face's settings.
-    pub fn configs(&self) -> Result<(ChildConfig, HttpConfig), String> {
-        let (command, args) = if self.demo {
-            if !self.command.is_empty() {
-                return Err("give either --demo or a command after --, not both".into());
-            }
-            let exe =
-                std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-            (
-                exe,
-                vec![
-                    "demo-server".into(),
-                    "--era".into(),
-                    self.demo_era.as_str().into(),
-                ],
-            )
-        } else {
-            let Some((cmd, rest)) = self.command.split_first() else {
-                return Err("no server to publish: give --demo or `-- CMD ARGS`".into());
-            };
-            (PathBuf::from(cmd), rest.to_vec())
-        };
-        if !self.path.starts_with('/') {
-            return Err(format!("--path must start with '/': {:?}", self.path));
-        }
-        let child = ChildConfig {
-            name: self.name.clone(),
-            command,
-            args,
-            env: self.env.clone(),
-            pass_environment: self.pass_environment,
-            cwd: self.cwd.clone(),
-            max_line: self.max_line,
-            probe_timeout: self.probe_timeout,
-            stdin_grace: self.stdin_grace,
-            term_grace: self.term_grace,
-            max_backoff: Duration::from_secs(30),
-        };
-        let http = HttpConfig {
-            path: self.path.clone(),
-            allow_origins: self.allow_origin.clone(),
-            loopback_only_host: self.host.is_loopback(),
-            max_body: self.max_body,
-            call_timeout: self.call_timeout,
-            start_wait: self.start_wait,
-            session_idle: self.session_timeout,
-            max_sessions: self.max_sessions.max(1),
-            isolation_session: self.isolation == Isolation::Session,
-            keepalive: self.keepalive.max(Duration::from_millis(100)),
-            auth: Default::default(),
-            tls: None,
-            metrics_on_main: self.metrics_on_main,
-        };
-        Ok((child, http))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let c = Cli::try_parse_from(["mcp-bridge", "serve"].iter().chain(args))?;
+        let Command::Serve(s) = c.command else {
+            panic!()
+        };
+        Ok(*s)
+    }
+
     #[test]
     fn serve_parses_like_other_bridges() {
-        let c = Cli::try_parse_from([
-            "mcp-bridge",
-            "serve",
+        let s = serve(&[
             "--port",
             "0",
             "-e",
@@ -268,14 +215,8 @@ mod tests {
             "--flag",
         ])
         .unwrap();
-        let Command::Serve(s) = c.command else {
-            panic!()
-        };
-        let s = *s;
         assert_eq!(s.command, vec!["node", "server.js", "--flag"]);
         assert_eq!(s.env, vec![("A".into(), "1".into())]);
-        let (child, http) = s.configs().unwrap();
-        assert_eq!(child.args, vec!["server.js", "--flag"]);
-        assert!(http.loopback_only_host);
+        assert_eq!(s.addr().port(), 0);
     }
 }
