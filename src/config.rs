@@ -6,7 +6,7 @@
 //! Reading produces a [`Plan`]: every value resolved (defaults filled in, per-server limits over
 //! global ones), every server validated. A `Plan` is plain data and comparable, so a reload can
 //! tell added, removed, changed and unchanged servers apart by comparing [`ServerSpec`]s.
-//! Plain `serve` (`-- CMD`, `--demo`) is a one-server plan too
+//! Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`) is a one-server plan too
 //! ([`Plan::solo`]): the daemon runs both the same way.
 //!
 //! A server is a stdio `command` or a remote `url`; a url server's header file and bearer token
@@ -596,7 +596,7 @@ impl ServerSpec {
 }
 
 impl Plan {
-    /// Plain `serve` (`-- CMD`, `--demo`): one server, from the flags. Errors
+    /// Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`): one server, from the flags. Errors
     /// are usage errors (they name flags).
     pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
         if !args.path.starts_with('/') {
@@ -614,7 +614,13 @@ impl Plan {
                 cwd: args.cwd.clone(),
             })
         };
-        let target = if args.demo {
+        let target = if let Some(url) = &args.upstream {
+            Target::Url(RemoteSpec(args.remote.config(
+                url,
+                args.probe_timeout,
+                Naming::Flags,
+            )?))
+        } else if args.demo {
             let exe =
                 std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
             let era = args.demo_era.as_str().to_owned();
@@ -622,7 +628,9 @@ impl Plan {
         } else {
             let Some((cmd, rest)) = args.command.split_first() else {
                 return Err(
-                    "no server to publish: give --demo, `-- CMD ARGS` or --config FILE".into(),
+                    "no server to publish: give --demo, `-- CMD ARGS`, --upstream URL \
+                            or --config FILE"
+                        .into(),
                 );
             };
             child(PathBuf::from(cmd), rest.to_vec())
@@ -950,7 +958,18 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
 pub type Given = std::collections::HashSet<String>;
 
 /// Flags that have no meaning next to a configuration file (besides the remote ones).
-const NOT_WITH_CONFIG: &[&str] = &["path", "demo", "demo_era", "name", "command"];
+const NOT_WITH_CONFIG: &[&str] = &["path", "demo", "demo_era", "name", "command", "upstream"];
+
+/// Flags for a stdio child, which `--upstream URL` does not have.
+const CHILD_ONLY: &[&str] = &[
+    "env",
+    "pass_environment",
+    "cwd",
+    "demo_era",
+    "max_line",
+    "stdin_grace",
+    "term_grace",
+];
 
 /// How a `serve` flag is written, from its clap id.
 fn flag_name(id: &str) -> String {
@@ -974,6 +993,32 @@ pub fn check_overrides(given: &Given) -> Result<(), String> {
                 flag_name(&f)
             ));
         }
+    }
+    Ok(())
+}
+
+/// Check that the explicit flags make sense for plain `serve`: the remote flags need
+/// `--upstream`, which in turn has no child for the child flags.
+pub fn check_solo(args: &ServeArgs, given: &Given) -> Result<(), String> {
+    if args.upstream.is_none() {
+        if let Some(f) = remote::ids().into_iter().find(|f| given.contains(f)) {
+            return Err(format!(
+                "{} belongs to --upstream URL (a remote server)",
+                flag_name(&f)
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(f) = CHILD_ONLY.iter().find(|f| given.contains(**f)) {
+        return Err(format!(
+            "{} is for a stdio child; --upstream URL has none",
+            flag_name(f)
+        ));
+    }
+    if args.isolation == Isolation::Session {
+        return Err(
+            "--isolation session starts a child per session; a remote upstream is shared".into(),
+        );
     }
     Ok(())
 }
@@ -1353,16 +1398,39 @@ call_timeout = 30
         };
         assert_eq!(c.args, vec!["demo-server", "--era", "legacy"]);
 
+        let a = serve_args(&[
+            "--upstream",
+            "https://h/mcp",
+            "-H",
+            "X-A: b",
+            "--probe-timeout",
+            "2s",
+        ]);
+        let r = remote_of(&Plan::solo(&a).unwrap(), "default");
+        assert_eq!(r.headers[0].0, "x-a");
+        assert_eq!(r.probe_timeout, Duration::from_secs(2));
+
         assert!(Plan::solo(&serve_args(&[]))
             .unwrap_err()
             .contains("no server"));
         assert!(Plan::solo(&serve_args(&["--demo", "--path", "x"])).is_err());
         assert!(Plan::solo(&serve_args(&["--demo", "--", "node"])).is_err());
+        assert!(Plan::solo(&serve_args(&["--upstream", "ftp://h/x"])).is_err());
     }
 
     #[test]
     fn flags_that_do_not_belong_are_refused() {
         let given = |ids: &[&str]| -> Given { ids.iter().map(|s| s.to_string()).collect() };
+        let demo = serve_args(&["--demo", "-H", "X: y"]);
+        let e = check_solo(&demo, &given(&["demo", "header"])).unwrap_err();
+        assert!(e.contains("-H/--header") && e.contains("--upstream"), "{e}");
+        let up = serve_args(&["--upstream", "http://h/mcp", "-e", "A=1"]);
+        let e = check_solo(&up, &given(&["upstream", "env"])).unwrap_err();
+        assert!(e.contains("-e/--env"), "{e}");
+        let up = serve_args(&["--upstream", "http://h/mcp", "--isolation", "session"]);
+        assert!(check_solo(&up, &given(&["upstream", "isolation"])).is_err());
+        let up = serve_args(&["--upstream", "http://h/mcp", "--connect-timeout", "1s"]);
+        assert!(check_solo(&up, &given(&["upstream", "connect_timeout"])).is_ok());
         let e = check_overrides(&given(&["bearer_token_env"])).unwrap_err();
         assert!(e.contains("--bearer-token-env"), "{e}");
 

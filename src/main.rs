@@ -38,7 +38,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        // Every form of `serve` (-- CMD, --demo, --config) is the daemon.
+        // Every form of `serve` (-- CMD, --demo, --upstream, --config) is the daemon.
         Command::Serve(args) => mcp_bridge::daemon::main(*args, given_flags(&matches)),
         Command::CheckConfig(a) => mcp_bridge::daemon::check_config(&a),
         Command::Connect(args) => connect(*args),

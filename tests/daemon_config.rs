@@ -272,3 +272,77 @@ fn check_config_url_servers() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
+
+#[test]
+fn serve_upstream_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "a.toml", &demo_server("a", &[]));
+    let cfg = cfg.to_str().unwrap();
+    let up = "http://127.0.0.1:9/mcp";
+    let cases: &[&[&str]] = &[
+        &["--upstream", up, "--demo"],
+        &["--upstream", up, "--", "cat"],
+        &["--upstream", up, "--config", cfg],
+        &["--config", cfg, "-H", "X-A: b"],
+        &["--config", cfg, "--bearer-token-env", "V"],
+        &["--demo", "-H", "X-A: b"],
+        &["--demo", "--connect-timeout", "1s"],
+        &["--upstream", "ftp://h/mcp"],
+        &["--upstream", up, "--isolation", "session"],
+        &["--upstream", up, "-e", "A=1"],
+        &["--upstream", up, "-H", "Bad Name: x"],
+        &[
+            "--upstream",
+            up,
+            "--bearer-token-file",
+            "/nonexistent/token",
+        ],
+        &[
+            "--upstream",
+            up,
+            "--bearer-token-env",
+            "MCPB_TEST_SURELY_UNSET",
+        ],
+        &["--upstream", up, "--protocol", "2024-01-01"],
+    ];
+    for args in cases {
+        let out = Command::new(bin())
+            .args(["serve", "--port", "0"])
+            .args(*args)
+            .env_remove("MCPB_TEST_SURELY_UNSET")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // serve and connect take the same remote flags.
+    let help = |sub: &str| {
+        let out = Command::new(bin()).args([sub, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (serve, connect) = (help("serve"), help("connect"));
+    assert!(serve.contains("--upstream <URL>"), "{serve}");
+    for flag in [
+        "--header <NAME: VALUE>",
+        "--header-file <FILE>",
+        "--bearer-token-file <FILE>",
+        "--bearer-token-env <VAR>",
+        "--protocol <PROTOCOL>",
+        "--ca-file <FILE>",
+        "--system-roots",
+        "--connect-timeout <CONNECT_TIMEOUT>",
+        "--request-timeout <REQUEST_TIMEOUT>",
+        "--retry-idempotent",
+        "--max-response <MAX_RESPONSE>",
+        "--idle-timeout <IDLE_TIMEOUT>",
+        "--probe-timeout <PROBE_TIMEOUT>",
+    ] {
+        assert!(serve.contains(flag), "serve --help lacks {flag}");
+        assert!(connect.contains(flag), "connect --help lacks {flag}");
+    }
+}

@@ -1,6 +1,6 @@
 //! The command line: subcommands and their flags. `serve`'s become a [`crate::config::Plan`]
-//! (`Plan::solo`, or the file's with the flags over it); `connect`'s remote flags live in
-//! [`remote`], value parsers in [`parse`].
+//! (`Plan::solo`, or the file's with the flags over it); the remote flags `connect` and `serve
+//! --upstream` share live in [`remote`], value parsers in [`parse`].
 
 pub mod connect;
 pub mod parse;
@@ -40,7 +40,7 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Publish a stdio MCP server as a Streamable HTTP endpoint.
+    /// Publish a stdio MCP server (or a remote one) as a Streamable HTTP endpoint.
     Serve(Box<ServeArgs>),
     /// Run the built-in demo MCP server on stdin/stdout (both protocol eras).
     DemoServer(DemoArgs),
@@ -105,6 +105,13 @@ pub struct ServeArgs {
     /// Publish the built-in demo server instead of CMD.
     #[arg(long)]
     pub demo: bool,
+    /// Publish a remote Streamable HTTP server instead of CMD (its flags: "Remote server").
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = ["demo", "command", "config", "servers_json"]
+    )]
+    pub upstream: Option<String>,
     /// Era of the built-in demo server (with --demo).
     #[arg(long, value_enum, default_value = "dual")]
     pub demo_era: DemoEra,
@@ -139,7 +146,7 @@ pub struct ServeArgs {
     /// How long a call waits for a starting or restarting child.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub start_wait: Duration,
-    /// How long the era probe waits for the child's answers.
+    /// How long the era probe waits for the child's (or the remote's) answers.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
     /// Largest request body (bytes; K/M suffixes, KiB/MiB).
@@ -177,6 +184,9 @@ pub struct ServeArgs {
     /// Also serve /metrics on the main listener (behind its guards and --auth).
     #[arg(long)]
     pub metrics_on_main: bool,
+    /// How to reach the --upstream server (the same flags as `connect`).
+    #[command(flatten)]
+    pub remote: remote::RemoteArgs,
     /// The stdio server to publish: CMD ARGS (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -218,5 +228,33 @@ mod tests {
         assert_eq!(s.command, vec!["node", "server.js", "--flag"]);
         assert_eq!(s.env, vec![("A".into(), "1".into())]);
         assert_eq!(s.addr().port(), 0);
+    }
+
+    #[test]
+    fn upstream_takes_the_remote_flags_and_excludes_other_servers() {
+        let s = serve(&[
+            "--upstream",
+            "https://mcp.example.com/mcp",
+            "-H",
+            "X-Tenant: acme",
+            "--protocol",
+            "2025-06-18",
+            "--retry-idempotent",
+        ])
+        .unwrap();
+        assert_eq!(s.upstream.as_deref(), Some("https://mcp.example.com/mcp"));
+        assert_eq!(s.remote.header, vec!["X-Tenant: acme"]);
+        assert!(s.remote.retry_idempotent);
+        for other in [
+            &["--demo"][..],
+            &["--config", "f.toml"],
+            &["--servers-json", "f.json"],
+            &["--", "node", "server.js"],
+        ] {
+            let mut args = vec!["--upstream", "http://h/mcp"];
+            args.extend_from_slice(other);
+            let e = serve(&args).unwrap_err();
+            assert!(e.use_stderr(), "{other:?}");
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! `serve`, every form of it: the daemon. Plain `serve -- CMD` / `--demo` is
+//! `serve`, every form of it: the daemon. Plain `serve -- CMD` / `--demo` / `--upstream URL` is
 //! a one-server [`Plan`] (`Plan::solo`: the server at `--path`, answering every request on the
 //! listener itself); `--config FILE` / `--servers-json FILE` give several named servers behind
 //! one set of listeners ([`router`]). Listeners are bound or adopted from systemd
@@ -8,7 +8,7 @@
 //! running face (`auth::AuthSlot`) (unchanged ones re-read token files and JWKS on their own); a
 //! configuration that does not load is rejected with a log line and the running one stays.
 //! Plain `serve` gets the same readiness protocol and SIGHUP (its plan is rebuilt from the
-//! flags, so token files, JWKS and certificates are read again).
+//! flags, so token files, JWKS, certificates and a url server's token are read again).
 
 pub mod notify;
 pub mod router;
@@ -125,7 +125,7 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
     };
     let solo = is_solo(&sources);
     let checked = if solo {
-        Ok(())
+        config::check_solo(&args, &given)
     } else {
         config::check_overrides(&given)
     };
