@@ -6,6 +6,12 @@
 //! Reading produces a [`Plan`]: every value resolved (defaults filled in, per-server limits over
 //! global ones), every server validated. A `Plan` is plain data and comparable, so a reload can
 //! tell added, removed, changed and unchanged servers apart by comparing [`ServerSpec`]s.
+//! Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`) is a one-server plan too
+//! ([`Plan::solo`]): the daemon runs both the same way.
+//!
+//! A server is a stdio `command` or a remote `url`; a url server's header file and bearer token
+//! are read while resolving, so a changed secret makes a different spec (SIGHUP replaces the
+//! server) and `check-config` reads them too.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -15,9 +21,12 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::auth::{AuthArgs, AuthMode};
+use crate::cli::remote::{self, Naming, ProtocolChoice, RemoteArgs};
 use crate::cli::{parse_duration, parse_size, Isolation, ServeArgs};
 use crate::face::http::HttpConfig;
 use crate::upstream::child::ChildConfig;
+use crate::upstream::remote::RemoteConfig;
+use crate::upstream::UpstreamSpec;
 
 // ---------------------------------------------------------------------------------------------
 // The file as written
@@ -107,21 +116,200 @@ pub enum IsolationFile {
     Session,
 }
 
-/// One `[servers.<name>]` table.
+/// One `[servers.<name>]` table, checked: a stdio `command` or a remote `url`, with only the
+/// keys that belong to it (errors are located at the table).
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ServerTable")]
 pub struct ServerFile {
+    pub upstream: UpstreamFile,
+    pub isolation: Option<IsolationFile>,
+    pub limits: Limits,
+}
+
+#[derive(Debug)]
+pub enum UpstreamFile {
+    Command(CommandFile),
+    Url(UrlFile),
+}
+
+#[derive(Debug)]
+pub struct CommandFile {
     pub command: String,
-    #[serde(default)]
     pub args: Vec<String>,
-    #[serde(default)]
     pub env: BTreeMap<String, String>,
-    #[serde(default)]
     pub pass_environment: bool,
     pub cwd: Option<PathBuf>,
-    pub isolation: Option<IsolationFile>,
+}
+
+/// A remote server: its URL and the same settings `serve --upstream` takes as flags.
+#[derive(Debug)]
+pub struct UrlFile {
+    pub url: String,
+    pub remote: RemoteArgs,
+}
+
+/// A server table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerTable {
+    command: Option<String>,
+    args: Option<Vec<String>>,
+    env: Option<BTreeMap<String, String>>,
+    pass_environment: Option<bool>,
+    cwd: Option<PathBuf>,
+    url: Option<UrlText>,
+    headers: Option<Headers>,
+    header_file: Option<PathBuf>,
+    bearer_token_file: Option<PathBuf>,
+    bearer_token_env: Option<String>,
+    ca_file: Option<PathBuf>,
+    system_roots: Option<bool>,
+    protocol: Option<ProtocolChoice>,
+    connect_timeout: Option<Dur>,
+    request_timeout: Option<Dur>,
+    retry_idempotent: Option<bool>,
+    max_response: Option<Size>,
+    idle_timeout: Option<Dur>,
+    isolation: Option<IsolationFile>,
     #[serde(default)]
-    pub limits: Limits,
+    limits: Limits,
+}
+
+/// A remote endpoint URL, checked where it is written.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "String")]
+struct UrlText(String);
+
+impl TryFrom<String> for UrlText {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        remote::check_url(&s, Naming::File)?;
+        Ok(UrlText(s))
+    }
+}
+
+/// `headers = { Name = "value" }`, checked where it is written; kept as `Name: value` lines
+/// (what `-H` takes). Debug shows the names only.
+#[derive(Deserialize)]
+#[serde(try_from = "BTreeMap<String, String>")]
+struct Headers(Vec<String>);
+
+impl TryFrom<BTreeMap<String, String>> for Headers {
+    type Error = String;
+    fn try_from(m: BTreeMap<String, String>) -> Result<Self, String> {
+        let mut lines = Vec::new();
+        for (k, v) in m {
+            http::HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("invalid header name {k:?}"))?;
+            http::HeaderValue::from_str(v.trim())
+                .map_err(|_| format!("invalid value for header {k}"))?;
+            lines.push(format!("{k}: {v}"));
+        }
+        Ok(Headers(lines))
+    }
+}
+
+impl std::fmt::Debug for Headers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|l| l.split(':').next().unwrap_or("")))
+            .finish()
+    }
+}
+
+impl TryFrom<ServerTable> for ServerFile {
+    type Error = String;
+    fn try_from(t: ServerTable) -> Result<Self, String> {
+        let set = |keys: &[(&'static str, bool)]| keys.iter().find(|(_, s)| *s).map(|(k, _)| *k);
+        let child_keys = [
+            ("args", t.args.is_some()),
+            ("env", t.env.is_some()),
+            ("pass_environment", t.pass_environment.is_some()),
+            ("cwd", t.cwd.is_some()),
+        ];
+        let remote_keys = [
+            ("headers", t.headers.is_some()),
+            ("header_file", t.header_file.is_some()),
+            ("bearer_token_file", t.bearer_token_file.is_some()),
+            ("bearer_token_env", t.bearer_token_env.is_some()),
+            ("ca_file", t.ca_file.is_some()),
+            ("system_roots", t.system_roots.is_some()),
+            ("protocol", t.protocol.is_some()),
+            ("connect_timeout", t.connect_timeout.is_some()),
+            ("request_timeout", t.request_timeout.is_some()),
+            ("retry_idempotent", t.retry_idempotent.is_some()),
+            ("max_response", t.max_response.is_some()),
+            ("idle_timeout", t.idle_timeout.is_some()),
+        ];
+        let upstream = match (t.command, t.url) {
+            (Some(_), Some(_)) => {
+                return Err(
+                    "give `command` (a stdio server) or `url` (a remote Streamable \
+                            HTTP server), not both"
+                        .into(),
+                )
+            }
+            (None, None) => {
+                return Err(
+                    "a server needs `command` (a stdio server) or `url` (a remote \
+                            Streamable HTTP server)"
+                        .into(),
+                )
+            }
+            (Some(command), None) => {
+                if let Some(k) = set(&remote_keys) {
+                    return Err(format!(
+                        "`{k}` belongs to a `url` server, not a `command` one"
+                    ));
+                }
+                UpstreamFile::Command(CommandFile {
+                    command,
+                    args: t.args.unwrap_or_default(),
+                    env: t.env.unwrap_or_default(),
+                    pass_environment: t.pass_environment.unwrap_or(false),
+                    cwd: t.cwd,
+                })
+            }
+            (None, Some(url)) => {
+                if let Some(k) = set(&child_keys) {
+                    return Err(format!(
+                        "`{k}` belongs to a `command` server, not a `url` one"
+                    ));
+                }
+                if t.isolation == Some(IsolationFile::Session) {
+                    return Err("isolation = \"session\" needs a `command` (a child per \
+                                session): a `url` server is shared by every session"
+                        .into());
+                }
+                if t.bearer_token_file.is_some() && t.bearer_token_env.is_some() {
+                    return Err("give bearer_token_file or bearer_token_env, not both".into());
+                }
+                let d = RemoteArgs::default();
+                UpstreamFile::Url(UrlFile {
+                    url: url.0,
+                    remote: RemoteArgs {
+                        header: t.headers.map(|h| h.0).unwrap_or_default(),
+                        header_file: t.header_file,
+                        bearer_token_file: t.bearer_token_file,
+                        bearer_token_env: t.bearer_token_env,
+                        protocol: t.protocol.unwrap_or(d.protocol),
+                        ca_file: t.ca_file,
+                        system_roots: t.system_roots.unwrap_or(d.system_roots),
+                        connect_timeout: t.connect_timeout.map_or(d.connect_timeout, |v| v.0),
+                        request_timeout: t.request_timeout.map(|v| v.0),
+                        retry_idempotent: t.retry_idempotent.unwrap_or(d.retry_idempotent),
+                        max_response: t.max_response.map_or(d.max_response, |v| v.0),
+                        idle_timeout: t.idle_timeout.map(|v| v.0),
+                    },
+                })
+            }
+        };
+        Ok(ServerFile {
+            upstream,
+            isolation: t.isolation,
+            limits: t.limits,
+        })
+    }
 }
 
 /// Limits and timeouts; every one optional so that a server's table can override a few.
@@ -271,14 +459,69 @@ impl Resolved {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerSpec {
     pub name: String,
+    /// Where its face is published: `/servers/<name>/mcp`, or `--path` for plain `serve`.
+    pub path: String,
+    pub target: Target,
+    pub isolation: Isolation,
+    pub limits: Resolved,
+}
+
+/// What a server publishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A stdio child process.
+    Command(CommandSpec),
+    /// A remote Streamable HTTP server.
+    Url(RemoteSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
     pub command: PathBuf,
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub pass_environment: bool,
     pub cwd: Option<PathBuf>,
-    pub isolation: Isolation,
-    pub limits: Resolved,
 }
+
+/// A remote server's settings with its header file and token already read (header values are
+/// sensitive: Debug does not show them). The probe timeout is the spec's limit's.
+#[derive(Debug, Clone)]
+pub struct RemoteSpec(pub RemoteConfig);
+
+impl PartialEq for RemoteSpec {
+    fn eq(&self, other: &Self) -> bool {
+        // Destructured, so that a field added to RemoteConfig cannot be left out here.
+        let RemoteConfig {
+            url,
+            headers,
+            has_token,
+            protocol,
+            ca_file,
+            system_roots,
+            connect_timeout,
+            request_timeout,
+            retry_idempotent,
+            max_response,
+            probe_timeout: _,
+            idle_timeout,
+        } = &self.0;
+        let o = &other.0;
+        *url == o.url
+            && *headers == o.headers
+            && *has_token == o.has_token
+            && *protocol == o.protocol
+            && *ca_file == o.ca_file
+            && *system_roots == o.system_roots
+            && *connect_timeout == o.connect_timeout
+            && *request_timeout == o.request_timeout
+            && *retry_idempotent == o.retry_idempotent
+            && *max_response == o.max_response
+            && *idle_timeout == o.idle_timeout
+    }
+}
+
+impl Eq for RemoteSpec {}
 
 /// Everything the daemon runs, decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -296,6 +539,9 @@ pub struct Plan {
     pub default_server: Option<String>,
     /// Sorted by name.
     pub servers: Vec<ServerSpec>,
+    /// Plain `serve`: one server at its own path, answering every request on the listener
+    /// itself (health, metrics, 404s); no `/servers/` routes.
+    pub solo: bool,
 }
 
 /// The path a named server is published at.
@@ -304,24 +550,27 @@ pub fn server_path(name: &str) -> String {
 }
 
 impl ServerSpec {
-    pub fn path(&self) -> String {
-        server_path(&self.name)
-    }
-
-    /// The child's configuration.
-    pub fn child_config(&self) -> ChildConfig {
-        ChildConfig {
-            name: self.name.clone(),
-            command: self.command.clone(),
-            args: self.args.clone(),
-            env: self.env.clone(),
-            pass_environment: self.pass_environment,
-            cwd: self.cwd.clone(),
-            max_line: self.limits.max_line,
-            probe_timeout: self.limits.probe_timeout,
-            stdin_grace: self.limits.stdin_grace,
-            term_grace: self.limits.term_grace,
-            max_backoff: Duration::from_secs(30),
+    /// What the face is started in front of: the child's or the remote's configuration.
+    pub fn upstream(&self) -> UpstreamSpec {
+        match &self.target {
+            Target::Command(c) => UpstreamSpec::Child(ChildConfig {
+                name: self.name.clone(),
+                command: c.command.clone(),
+                args: c.args.clone(),
+                env: c.env.clone(),
+                pass_environment: c.pass_environment,
+                cwd: c.cwd.clone(),
+                max_line: self.limits.max_line,
+                probe_timeout: self.limits.probe_timeout,
+                stdin_grace: self.limits.stdin_grace,
+                term_grace: self.limits.term_grace,
+                max_backoff: Duration::from_secs(30),
+            }),
+            Target::Url(r) => {
+                let mut cfg = r.0.clone();
+                cfg.probe_timeout = self.limits.probe_timeout;
+                UpstreamSpec::Remote(cfg)
+            }
         }
     }
 
@@ -329,7 +578,7 @@ impl ServerSpec {
     /// `loopback`: every listener is on a loopback address.
     pub fn http_config(&self, allow_origins: &[String], loopback: bool) -> HttpConfig {
         HttpConfig {
-            path: self.path(),
+            path: self.path.clone(),
             allow_origins: allow_origins.to_vec(),
             loopback_only_host: loopback,
             max_body: self.limits.max_body,
@@ -347,6 +596,78 @@ impl ServerSpec {
 }
 
 impl Plan {
+    /// Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`): one server, from the flags. Errors
+    /// are usage errors (they name flags).
+    pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
+        if !args.path.starts_with('/') {
+            return Err(format!("--path must start with '/': {:?}", args.path));
+        }
+        if args.demo && !args.command.is_empty() {
+            return Err("give either --demo or a command after --, not both".into());
+        }
+        let child = |command: PathBuf, a: Vec<String>| {
+            Target::Command(CommandSpec {
+                command,
+                args: a,
+                env: args.env.clone(),
+                pass_environment: args.pass_environment,
+                cwd: args.cwd.clone(),
+            })
+        };
+        let target = if let Some(url) = &args.upstream {
+            Target::Url(RemoteSpec(args.remote.config(
+                url,
+                args.probe_timeout,
+                Naming::Flags,
+            )?))
+        } else if args.demo {
+            let exe =
+                std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+            let era = args.demo_era.as_str().to_owned();
+            child(exe, vec!["demo-server".into(), "--era".into(), era])
+        } else {
+            let Some((cmd, rest)) = args.command.split_first() else {
+                return Err(
+                    "no server to publish: give --demo, `-- CMD ARGS`, --upstream URL \
+                            or --config FILE"
+                        .into(),
+                );
+            };
+            child(PathBuf::from(cmd), rest.to_vec())
+        };
+        let limits = Resolved {
+            call_timeout: args.call_timeout,
+            start_wait: args.start_wait,
+            probe_timeout: args.probe_timeout,
+            session_timeout: args.session_timeout,
+            max_sessions: args.max_sessions.max(1),
+            max_body: args.max_body,
+            max_line: args.max_line,
+            shutdown_grace: args.shutdown_grace,
+            stdin_grace: args.stdin_grace,
+            term_grace: args.term_grace,
+            keepalive: args.keepalive.max(Duration::from_millis(100)),
+        };
+        Ok(Plan {
+            listen: vec![args.addr()],
+            allow_origins: args.allow_origin.clone(),
+            auth: args.auth.clone(),
+            public_url: None,
+            metrics_listen: args.metrics_listen,
+            metrics_on_main: args.metrics_on_main,
+            shutdown_grace: args.shutdown_grace,
+            default_server: None,
+            servers: vec![ServerSpec {
+                name: args.name.clone(),
+                path: args.path.clone(),
+                target,
+                isolation: args.isolation,
+                limits,
+            }],
+            solo: true,
+        })
+    }
+
     pub fn server(&self, name: &str) -> Option<&ServerSpec> {
         self.servers.iter().find(|s| s.name == name)
     }
@@ -450,11 +771,13 @@ pub fn parse_servers_json(
         out.insert(
             name.clone(),
             ServerFile {
-                command,
-                args,
-                env,
-                pass_environment: false,
-                cwd,
+                upstream: UpstreamFile::Command(CommandFile {
+                    command,
+                    args,
+                    env,
+                    pass_environment: false,
+                    cwd,
+                }),
                 isolation: None,
                 limits: Limits::default(),
             },
@@ -528,28 +851,43 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
     let mut servers = Vec::new();
     for (n, s) in &file.servers {
         check_name(n).map_err(&err)?;
-        if s.command.trim().is_empty() {
-            return Err(err(format!("server {n:?}: command is empty")));
-        }
-        for k in s.env.keys() {
-            if k.is_empty() || k.contains('=') || k.contains('\0') {
-                return Err(err(format!(
-                    "server {n:?}: bad environment variable name {k:?}"
-                )));
+        let limits = Resolved::from(&s.limits.over(global));
+        let target = match &s.upstream {
+            UpstreamFile::Command(c) => {
+                if c.command.trim().is_empty() {
+                    return Err(err(format!("server {n:?}: command is empty")));
+                }
+                for k in c.env.keys() {
+                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                        return Err(err(format!(
+                            "server {n:?}: bad environment variable name {k:?}"
+                        )));
+                    }
+                }
+                Target::Command(CommandSpec {
+                    command: PathBuf::from(&c.command),
+                    args: c.args.clone(),
+                    env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    pass_environment: c.pass_environment,
+                    cwd: c.cwd.clone(),
+                })
             }
-        }
+            // Reads the header file and the token: a bad one fails here (and check-config).
+            UpstreamFile::Url(u) => Target::Url(RemoteSpec(
+                u.remote
+                    .config(&u.url, limits.probe_timeout, Naming::File)
+                    .map_err(|e| err(format!("server {n:?}: {e}")))?,
+            )),
+        };
         servers.push(ServerSpec {
             name: n.clone(),
-            command: PathBuf::from(&s.command),
-            args: s.args.clone(),
-            env: s.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-            pass_environment: s.pass_environment,
-            cwd: s.cwd.clone(),
+            path: server_path(n),
+            target,
             isolation: match s.isolation {
                 Some(IsolationFile::Session) => Isolation::Session,
                 _ => Isolation::Shared,
             },
-            limits: Resolved::from(&s.limits.over(global)),
+            limits,
         });
     }
     let default_server = match file.default_server {
@@ -608,6 +946,7 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         shutdown_grace: Resolved::from(global).shutdown_grace,
         default_server,
         servers,
+        solo: false,
     })
 }
 
@@ -618,29 +957,76 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
 /// `serve` flags given explicitly on the command line (or by environment), by clap argument id.
 pub type Given = std::collections::HashSet<String>;
 
-/// Flags that have no meaning next to a configuration file.
-const NOT_WITH_CONFIG: &[&str] = &["path", "demo", "demo_era", "name", "command"];
+/// Flags that have no meaning next to a configuration file (besides the remote ones).
+const NOT_WITH_CONFIG: &[&str] = &["path", "demo", "demo_era", "name", "command", "upstream"];
 
-/// Check that the explicit flags make sense with a configuration file.
+/// Flags for a stdio child, which `--upstream URL` does not have.
+const CHILD_ONLY: &[&str] = &[
+    "env",
+    "pass_environment",
+    "cwd",
+    "demo_era",
+    "max_line",
+    "stdin_grace",
+    "term_grace",
+];
+
+/// How a `serve` flag is written, from its clap id.
+fn flag_name(id: &str) -> String {
+    match id {
+        "command" => "a command after --".into(),
+        "header" => "-H/--header".into(),
+        "env" => "-e/--env".into(),
+        _ => format!("--{}", id.replace('_', "-")),
+    }
+}
+
+/// Check that the explicit flags make sense with a configuration file. The remote flags are
+/// refused too: a url server's headers and token belong to it, not to every server.
 pub fn check_overrides(given: &Given) -> Result<(), String> {
-    for f in NOT_WITH_CONFIG {
-        if given.contains(*f) {
-            let flag = if *f == "command" {
-                "a command after --".to_owned()
-            } else {
-                format!("--{}", f.replace('_', "-"))
-            };
+    let remote = remote::ids();
+    let not = NOT_WITH_CONFIG.iter().map(|s| s.to_string()).chain(remote);
+    for f in not {
+        if given.contains(&f) {
             return Err(format!(
-                "{flag} cannot be combined with --config/--servers-json: define servers in the file"
+                "{} cannot be combined with --config/--servers-json: define servers in the file",
+                flag_name(&f)
             ));
         }
     }
     Ok(())
 }
 
+/// Check that the explicit flags make sense for plain `serve`: the remote flags need
+/// `--upstream`, which in turn has no child for the child flags.
+pub fn check_solo(args: &ServeArgs, given: &Given) -> Result<(), String> {
+    if args.upstream.is_none() {
+        if let Some(f) = remote::ids().into_iter().find(|f| given.contains(f)) {
+            return Err(format!(
+                "{} belongs to --upstream URL (a remote server)",
+                flag_name(&f)
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(f) = CHILD_ONLY.iter().find(|f| given.contains(**f)) {
+        return Err(format!(
+            "{} is for a stdio child; --upstream URL has none",
+            flag_name(f)
+        ));
+    }
+    if args.isolation == Isolation::Session {
+        return Err(
+            "--isolation session starts a child per session; a remote upstream is shared".into(),
+        );
+    }
+    Ok(())
+}
+
 /// Apply the explicit flags of `args` over `plan`: listeners, origins, auth and TLS replace the
-/// file's; limits, isolation and child environment settings apply to every server.
-pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) {
+/// file's; limits and isolation apply to every server, the child environment settings to every
+/// command server. `--isolation session` over a url server is an error.
+pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Result<(), String> {
     let g = |id: &str| given.contains(id);
     match (g("host"), g("port")) {
         (true, _) => plan.listen = vec![SocketAddr::new(args.host, args.port)],
@@ -681,14 +1067,27 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) {
         if g("keepalive") {
             l.keepalive = args.keepalive.max(Duration::from_millis(100));
         }
-        given!(s <- args: isolation, pass_environment, cwd);
-        if g("env") {
-            for (k, v) in &args.env {
-                s.env.retain(|(k2, _)| k2 != k);
-                s.env.push((k.clone(), v.clone()));
+        if g("isolation") {
+            if args.isolation == Isolation::Session && matches!(s.target, Target::Url(_)) {
+                return Err(format!(
+                    "--isolation session cannot apply to url server {:?}: a remote server is \
+                     shared by every session",
+                    s.name
+                ));
+            }
+            s.isolation = args.isolation;
+        }
+        if let Target::Command(c) = &mut s.target {
+            given!(c <- args: pass_environment, cwd);
+            if g("env") {
+                for (k, v) in &args.env {
+                    c.env.retain(|(k2, _)| k2 != k);
+                    c.env.push((k.clone(), v.clone()));
+                }
             }
         }
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -732,8 +1131,11 @@ call_timeout = 30
         assert_eq!(py.limits.call_timeout, Duration::from_secs(30));
         assert_eq!(py.limits.max_body, 1 << 20);
         assert_eq!(py.isolation, Isolation::Session);
-        assert_eq!(py.env, vec![("API_KEY".into(), "x".into())]);
-        assert_eq!(py.path(), "/servers/py/mcp");
+        let Target::Command(c) = &py.target else {
+            panic!("{py:?}")
+        };
+        assert_eq!(c.env, vec![("API_KEY".into(), "x".into())]);
+        assert_eq!(py.path, "/servers/py/mcp");
     }
 
     #[test]
@@ -777,7 +1179,10 @@ call_timeout = 30
         }}"#;
         let (m, notes) = parse_servers_json(Path::new("s.json"), text).unwrap();
         assert_eq!(m.len(), 1);
-        assert_eq!(m["fs"].args, vec!["-y", "server-fs", "/tmp"]);
+        let UpstreamFile::Command(c) = &m["fs"].upstream else {
+            panic!()
+        };
+        assert_eq!(c.args, vec!["-y", "server-fs", "/tmp"]);
         assert_eq!(notes.len(), 1);
         assert!(parse_servers_json(
             Path::new("s.json"),
@@ -823,7 +1228,7 @@ call_timeout = 30
         .iter()
         .map(|s| s.to_string())
         .collect();
-        apply_overrides(&mut p, &args, &given);
+        apply_overrides(&mut p, &args, &given).unwrap();
         assert!(p.listen.iter().all(|a| a.port() == 9100));
         assert!(p
             .servers
@@ -831,12 +1236,210 @@ call_timeout = 30
             .all(|s| s.limits.call_timeout == Duration::from_secs(7)));
         assert_eq!(p.auth.issuer.as_deref(), Some("https://as.example"));
         assert_eq!(p.shutdown_grace, Duration::from_secs(3));
-        assert!(p
-            .servers
-            .iter()
-            .all(|s| s.limits.max_line == 1000 && s.pass_environment));
+        assert!(p.servers.iter().all(|s| s.limits.max_line == 1000
+            && matches!(&s.target, Target::Command(c) if c.pass_environment)));
         // Not given: the file's value stays.
         assert_eq!(p.server("py").unwrap().limits.max_body, 1 << 20);
         assert!(check_overrides(&["demo".to_string()].into_iter().collect()).is_err());
+    }
+
+    fn plan_of(text: &str) -> Result<Plan, String> {
+        resolve(parse_toml(Path::new("c.toml"), text)?, "c.toml")
+    }
+
+    fn remote_of(p: &Plan, name: &str) -> RemoteConfig {
+        match p.server(name).map(ServerSpec::upstream) {
+            Some(UpstreamSpec::Remote(r)) => r,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn url_server_resolves_with_connects_settings() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "s3cr3t-token\n").unwrap();
+        let text = format!(
+            "[limits]\nprobe_timeout = \"4s\"\n\
+             [servers.acme]\nurl = \"https://mcp.example.com/mcp\"\n\
+             headers = {{ X-Tenant = \"tenant-zz\" }}\nbearer_token_file = {token:?}\n\
+             protocol = \"2025-06-18\"\nconnect_timeout = \"3s\"\nrequest_timeout = \"1m\"\n\
+             retry_idempotent = true\nmax_response = \"1MiB\"\nidle_timeout = 90\n\
+             system_roots = true\n"
+        );
+        let p = plan_of(&text).unwrap();
+        let r = remote_of(&p, "acme");
+        assert_eq!(r.url, "https://mcp.example.com/mcp");
+        assert_eq!(r.protocol.as_deref(), Some("2025-06-18"));
+        assert_eq!(r.connect_timeout, Duration::from_secs(3));
+        assert_eq!(r.request_timeout, Some(Duration::from_secs(60)));
+        assert_eq!(r.idle_timeout, Some(Duration::from_secs(90)));
+        assert_eq!(r.max_response, 1 << 20);
+        assert_eq!(r.probe_timeout, Duration::from_secs(4));
+        assert!(r.retry_idempotent && r.system_roots && r.has_token);
+        assert_eq!(r.headers[0].0, "x-tenant");
+        assert_eq!(r.headers[1].1, "Bearer s3cr3t-token");
+        // Secrets are not in what could be logged.
+        assert!(!format!("{p:?}").contains("s3cr3t"));
+        assert!(!format!("{p:?}").contains("tenant-zz"), "{p:?}");
+        assert_eq!(p.server("acme").unwrap().isolation, Isolation::Shared);
+        assert_eq!(p.default_server.as_deref(), Some("acme"));
+
+        // Defaults: connect's.
+        let p = plan_of("[servers.r]\nurl = \"http://127.0.0.1:9/mcp\"\n").unwrap();
+        let r = remote_of(&p, "r");
+        let d = RemoteArgs::default();
+        assert_eq!(r.connect_timeout, d.connect_timeout);
+        assert_eq!(r.max_response, d.max_response);
+        assert_eq!(
+            (r.protocol, r.request_timeout, r.has_token),
+            (None, None, false)
+        );
+        assert_eq!(r.probe_timeout, Resolved::default().probe_timeout);
+    }
+
+    #[test]
+    fn url_server_mistakes_are_located() {
+        let both = "[servers.a]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n";
+        let e = plan_of(both).unwrap_err();
+        assert!(
+            e.starts_with("c.toml:1:1: ") && e.contains("not both"),
+            "{e}"
+        );
+        let e = plan_of("[servers.a]\nargs = []\n").unwrap_err();
+        assert!(e.starts_with("c.toml:1:1: ") && e.contains("needs"), "{e}");
+        let e = plan_of("[servers.a]\n\nurl = \"ftp://h/mcp\"\n").unwrap_err();
+        assert!(e.starts_with("c.toml:3:7: "), "{e}");
+        let e = plan_of("[servers.a]\nurl = \"https://u:pw@h/mcp\"\n").unwrap_err();
+        assert!(e.starts_with("c.toml:2:") && !e.contains("pw"), "{e}");
+        let e =
+            plan_of("[servers.a]\nurl = \"http://h/mcp\"\nisolation = \"session\"\n").unwrap_err();
+        assert!(e.starts_with("c.toml:1:1: ") && e.contains("shared"), "{e}");
+        let e = plan_of("[servers.a]\nurl = \"http://h/mcp\"\nargs = [\"x\"]\n").unwrap_err();
+        assert!(e.contains("`args` belongs to a `command` server"), "{e}");
+        let e = plan_of("[servers.a]\ncommand = \"x\"\nheaders = { A = \"b\" }\n").unwrap_err();
+        assert!(e.contains("`headers` belongs to a `url` server"), "{e}");
+        let e =
+            plan_of("[servers.a]\nurl = \"http://h/mcp\"\nheaders = { \"Bad Name\" = \"v\" }\n")
+                .unwrap_err();
+        assert!(e.starts_with("c.toml:3:") && e.contains("Bad Name"), "{e}");
+        let e =
+            plan_of("[servers.a]\nurl = \"http://h/mcp\"\nheaders = { A = \"x\\u0001hidden\" }\n")
+                .unwrap_err();
+        assert!(e.starts_with("c.toml:3:") && !e.contains("hidden"), "{e}");
+        let e = plan_of("[servers.a]\nurl = \"http://h/mcp\"\nprotocol = \"2024-01-01\"\n")
+            .unwrap_err();
+        assert!(e.starts_with("c.toml:3:"), "{e}");
+        // Files are read while resolving: not located, but named.
+        let e = plan_of(
+            "[servers.a]\nurl = \"http://h/mcp\"\nbearer_token_file = \"/nonexistent/t\"\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.starts_with("c.toml: server \"a\": bearer_token_file /nonexistent/t"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_changed_url_header_or_token_makes_a_different_spec() {
+        let dir = tempfile::tempdir().unwrap();
+        let token = dir.path().join("token");
+        std::fs::write(&token, "one\n").unwrap();
+        let text = |url: &str, tenant: &str| {
+            format!(
+                "[servers.r]\nurl = {url:?}\nheaders = {{ X-Tenant = {tenant:?} }}\n\
+                 bearer_token_file = {token:?}\n"
+            )
+        };
+        let spec = |t: &str| plan_of(t).unwrap().servers.remove(0);
+        let base = spec(&text("http://h/mcp", "a"));
+        assert_eq!(base, spec(&text("http://h/mcp", "a")));
+        assert_ne!(base, spec(&text("http://h/other", "a")));
+        assert_ne!(base, spec(&text("http://h/mcp", "b")));
+        std::fs::write(&token, "two\n").unwrap();
+        assert_ne!(base, spec(&text("http://h/mcp", "a")));
+    }
+
+    fn serve_args(args: &[&str]) -> ServeArgs {
+        use clap::Parser;
+        let cli =
+            crate::cli::Cli::try_parse_from(["mcp-bridge", "serve"].iter().chain(args)).unwrap();
+        let crate::cli::Command::Serve(a) = cli.command else {
+            panic!()
+        };
+        *a
+    }
+
+    #[test]
+    fn plain_serve_is_a_one_server_plan() {
+        let p = Plan::solo(&serve_args(&[
+            "--port", "0", "--path", "/x", "-e", "A=1", "--name", "n", "--", "node", "s.js",
+        ]))
+        .unwrap();
+        assert!(p.solo);
+        assert_eq!(p.listen, vec![SocketAddr::from(([127, 0, 0, 1], 0))]);
+        let s = &p.servers[0];
+        assert_eq!((s.name.as_str(), s.path.as_str()), ("n", "/x"));
+        let Some(UpstreamSpec::Child(c)) = p.server("n").map(ServerSpec::upstream) else {
+            panic!()
+        };
+        assert_eq!(c.command, PathBuf::from("node"));
+        assert_eq!(c.args, vec!["s.js"]);
+        assert_eq!(c.env, vec![("A".into(), "1".into())]);
+        let http = s.http_config(&p.allow_origins, true);
+        assert_eq!(http.path, "/x");
+        // Same limits as a config file's defaults.
+        assert_eq!(s.limits, Resolved::default());
+
+        let p = Plan::solo(&serve_args(&["--demo", "--demo-era", "legacy"])).unwrap();
+        let Some(UpstreamSpec::Child(c)) = p.server("default").map(ServerSpec::upstream) else {
+            panic!()
+        };
+        assert_eq!(c.args, vec!["demo-server", "--era", "legacy"]);
+
+        let a = serve_args(&[
+            "--upstream",
+            "https://h/mcp",
+            "-H",
+            "X-A: b",
+            "--probe-timeout",
+            "2s",
+        ]);
+        let r = remote_of(&Plan::solo(&a).unwrap(), "default");
+        assert_eq!(r.headers[0].0, "x-a");
+        assert_eq!(r.probe_timeout, Duration::from_secs(2));
+
+        assert!(Plan::solo(&serve_args(&[]))
+            .unwrap_err()
+            .contains("no server"));
+        assert!(Plan::solo(&serve_args(&["--demo", "--path", "x"])).is_err());
+        assert!(Plan::solo(&serve_args(&["--demo", "--", "node"])).is_err());
+        assert!(Plan::solo(&serve_args(&["--upstream", "ftp://h/x"])).is_err());
+    }
+
+    #[test]
+    fn flags_that_do_not_belong_are_refused() {
+        let given = |ids: &[&str]| -> Given { ids.iter().map(|s| s.to_string()).collect() };
+        let demo = serve_args(&["--demo", "-H", "X: y"]);
+        let e = check_solo(&demo, &given(&["demo", "header"])).unwrap_err();
+        assert!(e.contains("-H/--header") && e.contains("--upstream"), "{e}");
+        let up = serve_args(&["--upstream", "http://h/mcp", "-e", "A=1"]);
+        let e = check_solo(&up, &given(&["upstream", "env"])).unwrap_err();
+        assert!(e.contains("-e/--env"), "{e}");
+        let up = serve_args(&["--upstream", "http://h/mcp", "--isolation", "session"]);
+        assert!(check_solo(&up, &given(&["upstream", "isolation"])).is_err());
+        let up = serve_args(&["--upstream", "http://h/mcp", "--connect-timeout", "1s"]);
+        assert!(check_solo(&up, &given(&["upstream", "connect_timeout"])).is_ok());
+        let e = check_overrides(&given(&["bearer_token_env"])).unwrap_err();
+        assert!(e.contains("--bearer-token-env"), "{e}");
+
+        // --isolation session cannot reach a url server of the file.
+        let mut p = plan_of("[servers.r]\nurl = \"http://h/mcp\"\n").unwrap();
+        let a = serve_args(&["--isolation", "session"]);
+        assert!(apply_overrides(&mut p, &a, &given(&["isolation"])).is_err());
+        let a = serve_args(&["-e", "A=1", "--call-timeout", "1s"]);
+        apply_overrides(&mut p, &a, &given(&["env", "call_timeout"])).unwrap();
+        assert_eq!(p.servers[0].limits.call_timeout, Duration::from_secs(1));
     }
 }

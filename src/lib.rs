@@ -2,7 +2,8 @@
 //! protocol eras (2025 sessions, 2026-07-28 stateless).
 //!
 //! Layers: `jsonrpc`, `framing` and `protocol` are pure functions over bytes; `upstream` and
-//! `face` move bytes; `call` is the vocabulary between them; `app` wires a face to an upstream.
+//! `face` move bytes; `call` is the vocabulary between them; `daemon` runs `serve` (faces in front of upstreams),
+//! `app` runs `connect`.
 
 // An HTTP response is the natural early-return of a handler; boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -11,7 +12,6 @@ pub mod app;
 pub mod auth;
 pub mod call;
 pub mod cli;
-pub mod cli_connect;
 pub mod config;
 pub mod daemon;
 pub mod demo;

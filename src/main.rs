@@ -1,4 +1,5 @@
-//! The `mcp-bridge` binary: parse the command line, set up logging to stderr, bind, run.
+//! The `mcp-bridge` binary: parse the command line, set up logging to stderr, run the
+//! subcommand.
 
 use std::process::ExitCode;
 
@@ -37,17 +38,15 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Serve(args) if args.config.is_some() || args.servers_json.is_some() => {
-            mcp_bridge::daemon::main(*args, given_flags(&matches))
-        }
-        Command::Serve(args) => serve(*args),
+        // Every form of `serve` (-- CMD, --demo, --upstream, --config) is the daemon.
+        Command::Serve(args) => mcp_bridge::daemon::main(*args, given_flags(&matches)),
         Command::CheckConfig(a) => mcp_bridge::daemon::check_config(&a),
         Command::Connect(args) => connect(*args),
     }
 }
 
 /// The `serve` flags the user set (on the command line or through their environment
-/// variable), which override the configuration file.
+/// variable): they override the configuration file, and some only make sense together.
 fn given_flags(m: &clap::ArgMatches) -> mcp_bridge::config::Given {
     use clap::parser::ValueSource;
     let Some(serve) = m.subcommand_matches("serve") else {
@@ -65,80 +64,7 @@ fn given_flags(m: &clap::ArgMatches) -> mcp_bridge::config::Given {
         .collect()
 }
 
-fn serve(args: mcp_bridge::cli::ServeArgs) -> ExitCode {
-    let (child, http) = match args.configs() {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("mcp-bridge serve: {e}");
-            return ExitCode::from(EX_USAGE);
-        }
-    };
-    // Before the runtime: reads secrets (and takes the token variable out of the environment).
-    let security = match mcp_bridge::auth::prepare(&args.auth, args.host) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("mcp-bridge serve: {e}");
-            return ExitCode::from(EX_USAGE);
-        }
-    };
-    let rt = match mcp_bridge::app::runtime(None) {
-        Ok(rt) => rt,
-        Err(code) => return code,
-    };
-    rt.block_on(async move {
-        let listener = match tokio::net::TcpListener::bind(args.addr()).await {
-            Ok(l) => l,
-            Err(e) => {
-                error!("cannot bind {}: {e}", args.addr());
-                return ExitCode::from(EX_CONFIG);
-            }
-        };
-        let local = listener
-            .local_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_default();
-        let scheme = security.scheme();
-        let http = match security
-            .finish(http, listener.local_addr().unwrap_or(args.addr()))
-            .await
-        {
-            Ok(h) => h,
-            Err(e) => {
-                error!("mcp-bridge serve: {e}");
-                return ExitCode::from(EX_USAGE);
-            }
-        };
-        info!("listening on {scheme}://{local}{}", http.path);
-        let metrics_listener = match args.metrics_listen {
-            None => None,
-            Some(addr) => match tokio::net::TcpListener::bind(addr).await {
-                Ok(l) => {
-                    let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-                    info!("metrics on http://{at}/metrics");
-                    Some(l)
-                }
-                Err(e) => {
-                    error!("cannot bind the metrics listener {addr}: {e}");
-                    return ExitCode::from(EX_CONFIG);
-                }
-            },
-        };
-        let shutdown = CancellationToken::new();
-        tokio::spawn(signals(shutdown.clone()));
-        mcp_bridge::app::run_serve_with(
-            child,
-            http,
-            listener,
-            metrics_listener,
-            shutdown,
-            args.shutdown_grace,
-        )
-        .await;
-        ExitCode::SUCCESS
-    })
-}
-
-fn connect(args: mcp_bridge::cli_connect::ConnectArgs) -> ExitCode {
+fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
     let cfg = match args.config() {
         Ok(c) => c,
         Err(e) => {
@@ -153,7 +79,7 @@ fn connect(args: mcp_bridge::cli_connect::ConnectArgs) -> ExitCode {
     rt.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
-        match mcp_bridge::cli_connect::run(cfg, args.max_line, shutdown).await {
+        match mcp_bridge::app::run_connect(cfg, args.max_line, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 error!("{e}");
@@ -172,15 +98,15 @@ async fn signals(shutdown: CancellationToken) {
         error!("cannot install signal handlers");
         return;
     };
-    // SIGHUP must never kill a daemon: the modules that can reload (certificates, token
-    // files, the JWKS) listen for it themselves; here it is only acknowledged.
+    // SIGHUP must not kill `connect` (a host may send it when its terminal goes): there is
+    // nothing to reload, so it is only acknowledged.
     let mut hup = signal(SignalKind::hangup()).ok();
     loop {
         tokio::select! {
             _ = term.recv() => { info!("SIGTERM received"); break }
             _ = int.recv() => { info!("SIGINT received"); break }
             _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => {
-                info!("SIGHUP received: reloading what can be reloaded (certificates, token files, JWKS)");
+                info!("SIGHUP received; connect has nothing to reload");
             }
         }
     }

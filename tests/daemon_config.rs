@@ -194,3 +194,158 @@ async fn servers_json_import_and_flag_overrides() {
         "--call-timeout 1s should win over the file: {r:?}"
     );
 }
+
+#[test]
+fn check_config_url_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = write(dir.path(), "token", "tok-s3cr3t-value\n");
+    let text = format!(
+        "{}[servers.remote]\nurl = \"https://mcp.example.com/mcp\"\n\
+         headers = {{ X-Api-Key = \"hdr-s3cr3t-value\" }}\nbearer_token_file = {:?}\n\
+         protocol = \"2025-11-25\"\nrequest_timeout = \"2m\"\n",
+        demo_server("a", &[]),
+        token
+    );
+    let good = write(dir.path(), "url.toml", &text);
+    let (code, out, err) = check(&[good.to_str().unwrap()]);
+    assert_eq!(code, 0, "stderr: {err}");
+    assert!(out.contains("ok (2 servers: a, remote)"), "{out}");
+    assert!(!format!("{out}{err}").contains("s3cr3t"), "{out}{err}");
+
+    // A bad URL: 78, located at the value, without repeating it.
+    let bad = write(
+        dir.path(),
+        "badurl.toml",
+        "[servers.r]\nurl = \"https://user:s3cr3t@h/mcp\"\n",
+    );
+    let (code, _, err) = check(&[bad.to_str().unwrap()]);
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains(&format!("{}:2:7:", bad.display())), "{err}");
+    assert!(!err.contains("s3cr3t"), "{err}");
+
+    // Exactly one of command and url, located at the table.
+    let both = write(
+        dir.path(),
+        "both.toml",
+        "[servers.r]\ncommand = \"x\"\nurl = \"http://h/mcp\"\n",
+    );
+    let (code, _, err) = check(&[both.to_str().unwrap()]);
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains(&format!("{}:1:1:", both.display())), "{err}");
+    let neither = write(dir.path(), "neither.toml", "[servers.r]\nargs = []\n");
+    assert_eq!(check(&[neither.to_str().unwrap()]).0, 78);
+
+    // A remote is shared: no child per session.
+    let iso = write(
+        dir.path(),
+        "iso.toml",
+        "[servers.r]\nurl = \"http://h/mcp\"\nisolation = \"session\"\n",
+    );
+    let (code, _, err) = check(&[iso.to_str().unwrap()]);
+    assert_eq!(code, 78, "{err}");
+    assert!(err.contains("shared"), "{err}");
+
+    // The token is read: a missing file or variable is 78.
+    let missing = write(
+        dir.path(),
+        "missing.toml",
+        "[servers.r]\nurl = \"http://h/mcp\"\nbearer_token_file = \"/nonexistent/token\"\n",
+    );
+    let (code, _, err) = check(&[missing.to_str().unwrap()]);
+    assert_eq!(code, 78, "{err}");
+    assert!(
+        err.contains("bearer_token_file /nonexistent/token"),
+        "{err}"
+    );
+    let unset = write(
+        dir.path(),
+        "unset.toml",
+        "[servers.r]\nurl = \"http://h/mcp\"\nbearer_token_env = \"MCPB_TEST_SURELY_UNSET\"\n",
+    );
+    let out = Command::new(bin())
+        .args(["check-config", unset.to_str().unwrap()])
+        .env_remove("MCPB_TEST_SURELY_UNSET")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(78));
+    let out = Command::new(bin())
+        .args(["check-config", unset.to_str().unwrap()])
+        .env("MCPB_TEST_SURELY_UNSET", "tok-from-env")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+#[test]
+fn serve_upstream_usage_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "a.toml", &demo_server("a", &[]));
+    let cfg = cfg.to_str().unwrap();
+    let up = "http://127.0.0.1:9/mcp";
+    let cases: &[&[&str]] = &[
+        &["--upstream", up, "--demo"],
+        &["--upstream", up, "--", "cat"],
+        &["--upstream", up, "--config", cfg],
+        &["--config", cfg, "-H", "X-A: b"],
+        &["--config", cfg, "--bearer-token-env", "V"],
+        &["--demo", "-H", "X-A: b"],
+        &["--demo", "--connect-timeout", "1s"],
+        &["--upstream", "ftp://h/mcp"],
+        &["--upstream", up, "--isolation", "session"],
+        &["--upstream", up, "-e", "A=1"],
+        &["--upstream", up, "-H", "Bad Name: x"],
+        &[
+            "--upstream",
+            up,
+            "--bearer-token-file",
+            "/nonexistent/token",
+        ],
+        &[
+            "--upstream",
+            up,
+            "--bearer-token-env",
+            "MCPB_TEST_SURELY_UNSET",
+        ],
+        &["--upstream", up, "--protocol", "2024-01-01"],
+    ];
+    for args in cases {
+        let out = Command::new(bin())
+            .args(["serve", "--port", "0"])
+            .args(*args)
+            .env_remove("MCPB_TEST_SURELY_UNSET")
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(64),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // serve and connect take the same remote flags.
+    let help = |sub: &str| {
+        let out = Command::new(bin()).args([sub, "--help"]).output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let (serve, connect) = (help("serve"), help("connect"));
+    assert!(serve.contains("--upstream <URL>"), "{serve}");
+    for flag in [
+        "--header <NAME: VALUE>",
+        "--header-file <FILE>",
+        "--bearer-token-file <FILE>",
+        "--bearer-token-env <VAR>",
+        "--protocol <PROTOCOL>",
+        "--ca-file <FILE>",
+        "--system-roots",
+        "--connect-timeout <CONNECT_TIMEOUT>",
+        "--request-timeout <REQUEST_TIMEOUT>",
+        "--retry-idempotent",
+        "--max-response <MAX_RESPONSE>",
+        "--idle-timeout <IDLE_TIMEOUT>",
+        "--probe-timeout <PROBE_TIMEOUT>",
+    ] {
+        assert!(serve.contains(flag), "serve --help lacks {flag}");
+        assert!(connect.contains(flag), "connect --help lacks {flag}");
+    }
+}

@@ -151,6 +151,96 @@ async fn notify_socket_ready_watchdog_reload_stopping() {
     );
 }
 
+/// Plain `serve --demo` is the same daemon with one server: READY=1 once bound and probed,
+/// STATUS=, the watchdog, RELOADING=1/READY=1 around a SIGHUP that keeps the child, and
+/// STOPPING=1 — while still listening at /mcp as it always did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plain_serve_speaks_the_readiness_protocol() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify.sock");
+    let notes = Notes::listen(UnixDatagram::bind(&sock_path).unwrap());
+    let mut cmd = std::process::Command::new(bin());
+    cmd.args(["--log-level", "info", "serve", "--demo", "--port", "0"])
+        .env_remove("RUST_LOG")
+        .env_remove("MCP_BRIDGE_LOG")
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID")
+        .env_remove("WATCHDOG_PID")
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "200000")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    let mut b = Bridge::spawn(cmd).await;
+    assert!(b.url.ends_with("/mcp"), "{}", b.url);
+    assert!(
+        notes
+            .wait_count("READY=1", 1, Duration::from_secs(20))
+            .await,
+        "no READY=1: {:?}\nlog:\n{}",
+        notes.all(),
+        b.log.dump()
+    );
+    // READY means the child answered its probe: no waiting needed now.
+    let c = client();
+    let r = call_modern(
+        &c,
+        &b.url,
+        serde_json::json!(1),
+        "echo",
+        serde_json::json!({"text": "plain"}),
+    )
+    .await;
+    assert!(echoed(&r, "plain"), "not serving at READY: {r:?}");
+    let ready = notes
+        .all()
+        .into_iter()
+        .find(|m| m.contains("READY=1"))
+        .unwrap();
+    assert!(
+        ready.contains(&format!("STATUS=serving 1 server on {}", b.addr)),
+        "{ready}"
+    );
+    assert!(
+        notes
+            .wait_count("WATCHDOG=1", 3, Duration::from_secs(5))
+            .await,
+        "watchdog pings: {:?}",
+        notes.all()
+    );
+    b.signal(Signal::SIGHUP);
+    assert!(
+        notes
+            .wait_count("RELOADING=1", 1, Duration::from_secs(10))
+            .await
+    );
+    assert!(
+        notes
+            .wait_count("READY=1", 2, Duration::from_secs(10))
+            .await
+    );
+    // Nothing changed: the same child goes on serving.
+    let r = call_modern(
+        &c,
+        &b.url,
+        serde_json::json!(2),
+        "echo",
+        serde_json::json!({"text": "again"}),
+    )
+    .await;
+    assert!(echoed(&r, "again"), "{r:?}");
+    assert_eq!(child_pids(&b, "default").len(), 1, "{}", b.log.dump());
+    b.signal(Signal::SIGTERM);
+    let st = b.wait_exit(Duration::from_secs(20)).await.expect("exit");
+    assert!(st.success(), "{st}");
+    assert!(
+        notes
+            .wait_count("STOPPING=1", 1, Duration::from_secs(2))
+            .await,
+        "{:?}",
+        notes.all()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn socket_activation_adopts_the_passed_listener() {
     use command_fds::{CommandFdExt, FdMapping};

@@ -1,12 +1,14 @@
-//! `serve --config FILE` / `--servers-json FILE`: the daemon. Several named servers behind one
-//! set of listeners ([`router`]), listeners bound from the file or adopted from systemd
+//! `serve`, every form of it: the daemon. Plain `serve -- CMD` / `--demo` / `--upstream URL` is
+//! a one-server [`Plan`] (`Plan::solo`: the server at `--path`, answering every request on the
+//! listener itself); `--config FILE` / `--servers-json FILE` give several named servers behind
+//! one set of listeners ([`router`]). Listeners are bound or adopted from systemd
 //! (`LISTEN_FDS`), the readiness protocol ([`notify`]), and SIGHUP reload: added servers start,
 //! removed ones drain and stop, changed ones restart (the new child starts before the old one
 //! drains), unchanged ones are not touched; auth settings are rebuilt and swapped into every
 //! running face (`auth::AuthSlot`) (unchanged ones re-read token files and JWKS on their own); a
 //! configuration that does not load is rejected with a log line and the running one stays.
-//!
-//! The single-server `serve -- CMD` path (`app::run_serve`) does not come through here.
+//! Plain `serve` gets the same readiness protocol and SIGHUP (its plan is rebuilt from the
+//! flags, so token files, JWKS, certificates and a url server's token are read again).
 
 pub mod notify;
 pub mod router;
@@ -79,13 +81,21 @@ fn auth_host(addrs: &[SocketAddr]) -> IpAddr {
         .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST))
 }
 
-/// Read the sources and apply the explicit flags.
+/// No file: plain `serve`, one server from the flags.
+fn is_solo(sources: &Sources) -> bool {
+    sources.config.is_none() && sources.servers_json.is_none()
+}
+
+/// Read the sources and apply the explicit flags (plain `serve`: the flags alone).
 fn load_plan(sources: &Sources, args: &ServeArgs, given: &Given) -> Result<Plan, String> {
+    if is_solo(sources) {
+        return Plan::solo(args);
+    }
     let (mut plan, notes) = config::load(sources)?;
     for n in notes {
         warn!("{n}");
     }
-    config::apply_overrides(&mut plan, args, given);
+    config::apply_overrides(&mut plan, args, given)?;
     if plan.servers.is_empty() {
         return Err(no_servers());
     }
@@ -107,21 +117,30 @@ fn adopt_listeners() -> Result<Vec<std::net::TcpListener>, String> {
     Ok(out)
 }
 
-/// `serve` with a configuration file.
+/// `serve`: with a configuration file, or one server from the flags.
 pub fn main(args: ServeArgs, given: Given) -> ExitCode {
-    if let Err(e) = config::check_overrides(&given) {
-        eprintln!("mcp-bridge serve: {e}");
-        return ExitCode::from(EX_USAGE);
-    }
     let sources = Sources {
         config: args.config.clone(),
         servers_json: args.servers_json.clone(),
     };
+    let solo = is_solo(&sources);
+    let checked = if solo {
+        config::check_solo(&args, &given)
+    } else {
+        config::check_overrides(&given)
+    };
+    if let Err(e) = checked {
+        eprintln!("mcp-bridge serve: {e}");
+        return ExitCode::from(EX_USAGE);
+    }
+    // Plain `serve`'s settings are flags: a bad one is a usage error. A file's is a
+    // configuration error.
+    let bad_input = ExitCode::from(if solo { EX_USAGE } else { EX_CONFIG });
     let plan = match load_plan(&sources, &args, &given) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("mcp-bridge serve: {e}");
-            return ExitCode::from(EX_CONFIG);
+            return bad_input;
         }
     };
     // Single-threaded still: the environment may be edited here (LISTEN_*, the token variable).
@@ -140,7 +159,7 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             eprintln!("mcp-bridge serve: {e}");
-            return ExitCode::from(EX_CONFIG);
+            return bad_input;
         }
     };
     let rt = match crate::app::runtime(None) {
@@ -160,7 +179,23 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         drains: TaskTracker::new(),
         hurry: CancellationToken::new(),
     };
-    rt.block_on(run(d, adopted))
+    rt.block_on(run(d, adopted, bad_input))
+}
+
+/// Why a server did not start.
+enum StartError {
+    /// Its auth settings (for plain `serve`, flags).
+    Auth(String),
+    /// Its upstream could not be set up.
+    Upstream(String),
+}
+
+impl std::fmt::Display for StartError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StartError::Auth(m) | StartError::Upstream(m) => f.write_str(m),
+        }
+    }
 }
 
 /// The running daemon.
@@ -203,36 +238,45 @@ impl Daemon {
             .unwrap_or(SocketAddr::from(([127, 0, 0, 1], 0)))
     }
 
-    /// A server's endpoint as far as auth goes: its canonical URL when `public_url` is set.
+    /// A server's endpoint as far as auth goes: its canonical URL when `public_url` is set
+    /// (plain `serve`: `--resource-url` is the endpoint's whole URL and stays as it is).
     fn endpoint(&self, security: &Prepared, spec: &ServerSpec, plan: &Plan) -> Prepared {
         let resource = plan
             .public_url
             .as_ref()
-            .map(|u| format!("{}{}", u.trim_end_matches('/'), spec.path()));
+            .map(|u| format!("{}{}", u.trim_end_matches('/'), spec.path));
         security.for_endpoint(resource)
     }
 
-    /// Start one server's child and face.
+    /// Start one server's upstream and face.
     async fn start_server(
         &self,
         spec: &ServerSpec,
         plan: &Plan,
         security: &Prepared,
-    ) -> Result<Arc<ServerRt>, String> {
+    ) -> Result<Arc<ServerRt>, StartError> {
+        // Named servers say which one failed; plain `serve` has only the one.
+        let named = |e: String| {
+            if plan.solo {
+                e
+            } else {
+                format!("server {:?}: {e}", spec.name)
+            }
+        };
         let mut http = spec.http_config(&plan.allow_origins, self.loopback);
         http.metrics_on_main = plan.metrics_on_main;
         let http = self
             .endpoint(security, spec, plan)
             .finish(http, self.first_bound())
             .await
-            .map_err(|e| format!("server {:?}: {e}", spec.name))?;
+            .map_err(|e| StartError::Auth(named(e)))?;
         ServerRt::start(
             spec.clone(),
             plan.allow_origins.clone(),
             http,
             self.metrics.clone(),
         )
-        .map_err(|e| format!("server {:?}: {e}", spec.name))
+        .map_err(|e| StartError::Upstream(named(e)))
     }
 
     fn status(&self) -> String {
@@ -249,7 +293,13 @@ impl Daemon {
     /// SIGHUP: re-read the configuration and apply the difference.
     async fn reload(&self) {
         notify::reloading();
-        info!("SIGHUP: re-reading the configuration");
+        if is_solo(&self.sources) {
+            info!(
+                "SIGHUP received: reloading what can be reloaded (certificates, token files, JWKS)"
+            );
+        } else {
+            info!("SIGHUP: re-reading the configuration");
+        }
         let old = self.plan();
         let mut new = match load_plan(&self.sources, &self.args, &self.given) {
             Ok(p) => p,
@@ -363,6 +413,7 @@ impl Daemon {
         self.router.replace(Routes {
             servers,
             default: new.default_server.clone(),
+            solo: new.solo,
         });
         for (rt, auth) in new_auth {
             rt.app.cfg.auth.replace(auth);
@@ -392,7 +443,9 @@ impl Daemon {
     }
 }
 
-async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
+/// Bind, start every server, serve until SIGTERM/SIGINT (reloading on SIGHUP), drain, stop.
+/// `bad_input` is the exit code for a server whose auth settings cannot be set up.
+async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: ExitCode) -> ExitCode {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
         signal(SignalKind::terminate()),
@@ -467,13 +520,17 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
                 for rt in servers.values() {
                     rt.drain_and_stop(std::time::Duration::ZERO, &d.hurry).await;
                 }
-                return ExitCode::from(EX_CONFIG);
+                return match e {
+                    StartError::Auth(_) => bad_input,
+                    StartError::Upstream(_) => ExitCode::from(EX_CONFIG),
+                };
             }
         }
     }
     d.router.replace(Routes {
         servers,
         default: plan.default_server.clone(),
+        solo: plan.solo,
     });
     let scheme = d.security().scheme();
     let tls = d
@@ -487,7 +544,10 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>) -> ExitCode {
     let mut loops = Vec::new();
     for l in listeners {
         let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        info!("listening on {scheme}://{local}/ (named servers under /servers/)");
+        match plan.servers.first().filter(|_| plan.solo) {
+            Some(one) => info!("listening on {scheme}://{local}{}", one.path),
+            None => info!("listening on {scheme}://{local}/ (named servers under /servers/)"),
+        }
         loops.push(tokio::spawn(router::accept_loop(
             l,
             d.router.clone(),

@@ -1,6 +1,7 @@
 //! Several named servers behind one set of listeners. Each server is a complete HTTP face
-//! ([`App`]) with its own child; the router picks the app by path — `/servers/<name>/mcp`, or
-//! `/mcp` for the default server — and hands the request to [`http::handle`]. The route table
+//! ([`App`]) with its own upstream; the router picks the app by path — `/servers/<name>/mcp`,
+//! or `/mcp` for the default server — and hands the request to [`http::handle`]. Plain `serve`
+//! has one server that gets every request (`Routes::solo`). The route table
 //! is swapped atomically on reload; a request already routed keeps its app until it finishes
 //! (each app counts its requests, including response bodies still streaming, so a removed or
 //! replaced server can drain before its child stops).
@@ -22,7 +23,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::auth::WELL_KNOWN;
-use crate::config::{server_path, ServerSpec};
+use crate::config::ServerSpec;
 use crate::face::http::{self, App, HttpConfig};
 use crate::face::respond::{self, status_only, Body};
 use crate::metrics::Metrics;
@@ -53,7 +54,7 @@ impl Drop for InFlight {
 }
 
 impl ServerRt {
-    /// Spawn the server's child and build its face.
+    /// Start the server's upstream (spawn its child) and build its face.
     pub fn start(
         spec: ServerSpec,
         origins: Vec<String>,
@@ -62,11 +63,10 @@ impl ServerRt {
     ) -> Result<Arc<ServerRt>, String> {
         let tracker = TaskTracker::new();
         let children = CancellationToken::new();
-        let upstream = crate::upstream::UpstreamSpec::Child(spec.child_config());
         let app = App::start(
             &spec.name,
             cfg,
-            upstream,
+            spec.upstream(),
             metrics,
             CancellationToken::new(),
             children,
@@ -119,6 +119,9 @@ pub struct Routes {
     pub servers: BTreeMap<String, Arc<ServerRt>>,
     /// Also published at `/mcp`.
     pub default: Option<String>,
+    /// Plain `serve`: the one server answers every request itself (its path, health,
+    /// metrics, protected-resource metadata and 404s, as its face decides).
+    pub solo: bool,
 }
 
 /// Picks the app for each request.
@@ -157,6 +160,12 @@ impl Router {
 
     fn pick(&self, path: &str) -> Pick {
         let routes = self.current();
+        if routes.solo {
+            return match routes.servers.values().next() {
+                Some(rt) => Pick::Server(rt.clone(), None),
+                None => Pick::NotFound,
+            };
+        }
         let default = routes
             .default
             .as_ref()
@@ -283,16 +292,17 @@ pub async fn accept_loop(
     }
 }
 
-/// `/servers/<name>/mcp` for logs.
+/// Each server's path (`/servers/<name>/mcp`, or plain `serve`'s `--path`) for logs.
 pub fn describe(routes: &Routes) -> String {
     routes
         .servers
-        .keys()
-        .map(|n| {
-            if routes.default.as_deref() == Some(n.as_str()) {
-                format!("{} (also /mcp)", server_path(n))
+        .iter()
+        .map(|(n, rt)| {
+            let path = &rt.spec.path;
+            if routes.default.as_deref() == Some(n.as_str()) && path != "/mcp" {
+                format!("{path} (also /mcp)")
             } else {
-                server_path(n)
+                path.clone()
             }
         })
         .collect::<Vec<_>>()

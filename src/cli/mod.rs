@@ -1,4 +1,10 @@
-//! The command line: subcommands, flags, and their translation into validated configuration.
+//! The command line: subcommands and their flags. `serve`'s become a [`crate::config::Plan`]
+//! (`Plan::solo`, or the file's with the flags over it); the remote flags `connect` and `serve
+//! --upstream` share live in [`remote`], value parsers in [`parse`].
+
+pub mod connect;
+pub mod parse;
+pub mod remote;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -6,8 +12,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::face::http::HttpConfig;
-use crate::upstream::child::ChildConfig;
+use parse::parse_kv;
+pub use parse::{parse_duration, parse_size};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -34,14 +40,14 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Publish a stdio MCP server as a Streamable HTTP endpoint.
+    /// Publish a stdio MCP server (or a remote one) as a Streamable HTTP endpoint.
     Serve(Box<ServeArgs>),
     /// Run the built-in demo MCP server on stdin/stdout (both protocol eras).
     DemoServer(DemoArgs),
     /// Validate a configuration file: exit 0, or 78 with the error.
     CheckConfig(CheckConfigArgs),
     /// Be a stdio MCP server for a host, forwarding to a remote Streamable HTTP server.
-    Connect(Box<crate::cli_connect::ConnectArgs>),
+    Connect(Box<connect::ConnectArgs>),
 }
 
 #[derive(Debug, Args)]
@@ -99,6 +105,13 @@ pub struct ServeArgs {
     /// Publish the built-in demo server instead of CMD.
     #[arg(long)]
     pub demo: bool,
+    /// Publish a remote Streamable HTTP server instead of CMD (its flags: "Remote server").
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with_all = ["demo", "command", "config", "servers_json"]
+    )]
+    pub upstream: Option<String>,
     /// Era of the built-in demo server (with --demo).
     #[arg(long, value_enum, default_value = "dual")]
     pub demo_era: DemoEra,
@@ -133,7 +146,7 @@ pub struct ServeArgs {
     /// How long a call waits for a starting or restarting child.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub start_wait: Duration,
-    /// How long the era probe waits for the child's answers.
+    /// How long the era probe waits for the child's (or the remote's) answers.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
     /// Largest request body (bytes; K/M suffixes, KiB/MiB).
@@ -171,116 +184,17 @@ pub struct ServeArgs {
     /// Also serve /metrics on the main listener (behind its guards and --auth).
     #[arg(long)]
     pub metrics_on_main: bool,
+    /// How to reach the --upstream server (the same flags as `connect`).
+    #[command(flatten)]
+    pub remote: remote::RemoteArgs,
     /// The stdio server to publish: CMD ARGS (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
-fn parse_kv(s: &str) -> Result<(String, String), String> {
-    match s.split_once('=') {
-        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
-        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
-    }
-}
-
-/// `250ms`, `10s`, `5m`, `1h`, or bare seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: f64 = num.parse().map_err(|_| format!("not a duration: {s:?}"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "ms" => n / 1000.0,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown duration unit in {s:?} (use ms, s, m, h)")),
-    };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("not a duration: {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
-
-/// `1024`, `64K`, `64KiB`, `16M`, `16MiB`.
-pub fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (num, unit) = s
-        .find(|c: char| !c.is_ascii_digit())
-        .map_or((s, ""), |i| s.split_at(i));
-    let n: usize = num.parse().map_err(|_| format!("not a size: {s:?}"))?;
-    let mult = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1024,
-        "m" | "mb" | "mib" => 1024 * 1024,
-        "g" | "gb" | "gib" => 1024 * 1024 * 1024,
-        _ => return Err(format!("unknown size unit in {s:?}")),
-    };
-    n.checked_mul(mult)
-        .filter(|v| *v > 0)
-        .ok_or_else(|| format!("size out of range: {s:?}"))
-}
-
 impl ServeArgs {
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
-    }
-
-    /// The child to run and the HTTP face's settings.
-    pub fn configs(&self) -> Result<(ChildConfig, HttpConfig), String> {
-        let (command, args) = if self.demo {
-            if !self.command.is_empty() {
-                return Err("give either --demo or a command after --, not both".into());
-            }
-            let exe =
-                std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-            (
-                exe,
-                vec![
-                    "demo-server".into(),
-                    "--era".into(),
-                    self.demo_era.as_str().into(),
-                ],
-            )
-        } else {
-            let Some((cmd, rest)) = self.command.split_first() else {
-                return Err("no server to publish: give --demo or `-- CMD ARGS`".into());
-            };
-            (PathBuf::from(cmd), rest.to_vec())
-        };
-        if !self.path.starts_with('/') {
-            return Err(format!("--path must start with '/': {:?}", self.path));
-        }
-        let child = ChildConfig {
-            name: self.name.clone(),
-            command,
-            args,
-            env: self.env.clone(),
-            pass_environment: self.pass_environment,
-            cwd: self.cwd.clone(),
-            max_line: self.max_line,
-            probe_timeout: self.probe_timeout,
-            stdin_grace: self.stdin_grace,
-            term_grace: self.term_grace,
-            max_backoff: Duration::from_secs(30),
-        };
-        let http = HttpConfig {
-            path: self.path.clone(),
-            allow_origins: self.allow_origin.clone(),
-            loopback_only_host: self.host.is_loopback(),
-            max_body: self.max_body,
-            call_timeout: self.call_timeout,
-            start_wait: self.start_wait,
-            session_idle: self.session_timeout,
-            max_sessions: self.max_sessions.max(1),
-            isolation_session: self.isolation == Isolation::Session,
-            keepalive: self.keepalive.max(Duration::from_millis(100)),
-            auth: Default::default(),
-            tls: None,
-            metrics_on_main: self.metrics_on_main,
-        };
-        Ok((child, http))
     }
 }
 
@@ -288,22 +202,17 @@ impl ServeArgs {
 mod tests {
     use super::*;
 
-    #[test]
-    fn durations_and_sizes() {
-        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
-        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
-        assert!(parse_duration("5y").is_err());
-        assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
-        assert_eq!(parse_size("100").unwrap(), 100);
-        assert!(parse_size("0").is_err());
+    fn serve(args: &[&str]) -> Result<ServeArgs, clap::Error> {
+        let c = Cli::try_parse_from(["mcp-bridge", "serve"].iter().chain(args))?;
+        let Command::Serve(s) = c.command else {
+            panic!()
+        };
+        Ok(*s)
     }
 
     #[test]
     fn serve_parses_like_other_bridges() {
-        let c = Cli::try_parse_from([
-            "mcp-bridge",
-            "serve",
+        let s = serve(&[
             "--port",
             "0",
             "-e",
@@ -316,14 +225,36 @@ mod tests {
             "--flag",
         ])
         .unwrap();
-        let Command::Serve(s) = c.command else {
-            panic!()
-        };
-        let s = *s;
         assert_eq!(s.command, vec!["node", "server.js", "--flag"]);
         assert_eq!(s.env, vec![("A".into(), "1".into())]);
-        let (child, http) = s.configs().unwrap();
-        assert_eq!(child.args, vec!["server.js", "--flag"]);
-        assert!(http.loopback_only_host);
+        assert_eq!(s.addr().port(), 0);
+    }
+
+    #[test]
+    fn upstream_takes_the_remote_flags_and_excludes_other_servers() {
+        let s = serve(&[
+            "--upstream",
+            "https://mcp.example.com/mcp",
+            "-H",
+            "X-Tenant: acme",
+            "--protocol",
+            "2025-06-18",
+            "--retry-idempotent",
+        ])
+        .unwrap();
+        assert_eq!(s.upstream.as_deref(), Some("https://mcp.example.com/mcp"));
+        assert_eq!(s.remote.header, vec!["X-Tenant: acme"]);
+        assert!(s.remote.retry_idempotent);
+        for other in [
+            &["--demo"][..],
+            &["--config", "f.toml"],
+            &["--servers-json", "f.json"],
+            &["--", "node", "server.js"],
+        ] {
+            let mut args = vec!["--upstream", "http://h/mcp"];
+            args.extend_from_slice(other);
+            let e = serve(&args).unwrap_err();
+            assert!(e.use_stderr(), "{other:?}");
+        }
     }
 }
