@@ -18,6 +18,7 @@ pub mod demo;
 pub mod error;
 pub mod face;
 pub mod framing;
+pub mod http_util;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mrtr;
