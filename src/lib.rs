@@ -3,6 +3,8 @@
 //!
 //! Layers: `jsonrpc`, `framing` and `protocol` are pure functions over bytes; `upstream` and
 //! `face` move bytes; `call` is the vocabulary between them; `app` wires a face to an upstream.
+//! `auth` sits below `face` (the face calls auth's hook); both answer HTTP with `http_util`'s
+//! bodies.
 
 // An HTTP response is the natural early-return of a handler; boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
