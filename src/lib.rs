@@ -2,8 +2,10 @@
 //! protocol eras (2025 sessions, 2026-07-28 stateless).
 //!
 //! Layers: `jsonrpc`, `framing` and `protocol` are pure functions over bytes; `upstream` and
-//! `face` move bytes; `call` is the vocabulary between them; `daemon` runs `serve` (faces in front of upstreams),
-//! `app` runs `connect`.
+//! `face` move bytes; `call` is the core between them (the `Upstream` seam); `era` holds the
+//! translation both directions share; `daemon` runs `serve` (faces in front of upstreams),
+//! `app` runs `connect`. `auth` sits below `face` (the face calls auth's hook); both answer
+//! HTTP with `http_util`'s bodies.
 
 // An HTTP response is the natural early-return of a handler; boxing it buys nothing here.
 #![allow(clippy::result_large_err)]
@@ -19,6 +21,7 @@ pub mod era;
 pub mod error;
 pub mod face;
 pub mod framing;
+pub mod http_util;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod mrtr;

@@ -26,11 +26,11 @@ fn main() -> ExitCode {
     };
     mcp_bridge::telemetry::init_logging(&cli.log_level, cli.log_format);
     match cli.command {
-        Command::DemoServer(a) => match mcp_bridge::demo::main_with_era(
+        Command::DemoServer(a) => match mcp_bridge::demo::main_with_mode(
             a.era
                 .as_str()
                 .parse()
-                .unwrap_or(mcp_bridge::demo::Era::Dual),
+                .unwrap_or(mcp_bridge::demo::DemoMode::Dual),
         ) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -8,9 +8,8 @@ use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use tracing::{debug, info_span, Span};
 
-use super::{Auth, Caller, Refusal, WELL_KNOWN};
-use crate::face::http::{origin_allowed, HttpConfig};
-use crate::face::respond::{self, status_only, Body};
+use super::{Auth, Caller, Endpoint, Refusal, WELL_KNOWN};
+use crate::http_util::{self, status_only, Body};
 use crate::metrics::Metrics;
 
 /// What the hook decided.
@@ -50,7 +49,7 @@ pub fn span(caller: &Option<Caller>) -> Span {
 
 /// Run before routing; `is_mcp` is true on the MCP endpoint path.
 pub async fn front<B>(
-    cfg: &HttpConfig,
+    cfg: &dyn Endpoint,
     metrics: &Metrics,
     req: &mut Request<B>,
     is_mcp: bool,
@@ -67,7 +66,7 @@ pub async fn front<B>(
             return Front::Respond(r);
         }
     }
-    let Some(auth) = cfg.auth.current() else {
+    let Some(auth) = cfg.auth_slot().current() else {
         return Front::Pass(None);
     };
     let result = check(&auth, req).await;
@@ -168,7 +167,7 @@ fn refuse(auth: &Auth, r: &Refusal) -> Response<Body> {
         "error": r.error.unwrap_or("unauthorized"),
         "error_description": r.description,
     });
-    let mut resp = respond::json(status, Bytes::from(body.to_string()));
+    let mut resp = http_util::json(status, Bytes::from(body.to_string()));
     *resp.status_mut() = status;
     if let Ok(v) = HeaderValue::from_str(&challenge(auth, r)) {
         resp.headers_mut().insert(header::WWW_AUTHENTICATE, v);
@@ -179,16 +178,16 @@ fn refuse(auth: &Auth, r: &Refusal) -> Response<Body> {
 }
 
 /// The metadata document at `/.well-known/oauth-protected-resource` and its path-inserted form.
-fn metadata(cfg: &HttpConfig, method: &Method, path: &str) -> Option<Response<Body>> {
+fn metadata(cfg: &dyn Endpoint, method: &Method, path: &str) -> Option<Response<Body>> {
     let rest = path.strip_prefix(WELL_KNOWN)?;
-    let auth = cfg.auth.current()?;
+    let auth = cfg.auth_slot().current()?;
     let m = auth.metadata.as_ref()?;
-    if !(rest.is_empty() || rest == "/" || rest == cfg.path || rest == m.resource_path) {
+    if !(rest.is_empty() || rest == "/" || rest == cfg.mcp_path() || rest == m.resource_path) {
         return None;
     }
     Some(match *method {
         Method::GET | Method::HEAD => {
-            let mut r = respond::json(StatusCode::OK, m.body.clone());
+            let mut r = http_util::json(StatusCode::OK, m.body.clone());
             r.headers_mut().insert(
                 header::CACHE_CONTROL,
                 HeaderValue::from_static("public, max-age=3600"),
@@ -216,11 +215,11 @@ fn metadata(cfg: &HttpConfig, method: &Method, path: &str) -> Option<Response<Bo
 
 /// A CORS preflight for the MCP endpoint: answered only for allowed origins (others were
 /// already refused by the Origin guard) and only for methods and headers MCP uses.
-fn preflight(cfg: &HttpConfig, h: &HeaderMap) -> Option<Response<Body>> {
+fn preflight(cfg: &dyn Endpoint, h: &HeaderMap) -> Option<Response<Body>> {
     let origin = h.get(header::ORIGIN)?;
     let want = h.get(header::ACCESS_CONTROL_REQUEST_METHOD)?;
     let o = origin.to_str().ok()?;
-    if !origin_allowed(cfg, o) {
+    if !cfg.origin_allowed(o) {
         return Some(status_only(StatusCode::FORBIDDEN));
     }
     let method_ok = matches!(want.as_bytes(), b"GET" | b"POST" | b"DELETE");
@@ -254,10 +253,10 @@ fn preflight(cfg: &HttpConfig, h: &HeaderMap) -> Option<Response<Body>> {
 }
 
 /// Add CORS response headers for an allowed cross-origin request.
-pub fn cors(cfg: &HttpConfig, origin: Option<&HeaderValue>, resp: &mut Response<Body>) {
+pub fn cors(cfg: &dyn Endpoint, origin: Option<&HeaderValue>, resp: &mut Response<Body>) {
     let Some(origin) = origin else { return };
     let Ok(o) = origin.to_str() else { return };
-    if !origin_allowed(cfg, o)
+    if !cfg.origin_allowed(o)
         || resp
             .headers()
             .contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN)

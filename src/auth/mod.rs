@@ -12,6 +12,9 @@
 //!
 //! [`http`] is the face's hook (Protected Resource Metadata, CORS preflight, the 401/403
 //! answers); [`tls`] terminates TLS with rustls (aws-lc-rs provider) and reloads certificates.
+//! Auth sits below the face: it knows the endpoint it guards only through the [`Endpoint`]
+//! trait (which the face's configuration implements) and answers with `crate::http_util`'s
+//! bodies, so it imports nothing from `crate::face`.
 //!
 //! Configuration happens in two steps: [`prepare`] before binding (reads secrets, refuses unsafe
 //! set-ups, loads certificates) and [`Prepared::finish`] after binding, when the canonical URL
@@ -32,7 +35,21 @@ use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use tracing::{info, warn};
 
-use crate::face::http::HttpConfig;
+/// The MCP endpoint auth guards, as auth needs to see it. The face's `HttpConfig` implements
+/// this (in `crate::face`), so auth depends on no face type: the face calls auth's hook
+/// ([`http::front`], [`http::cors`]) and hands itself over through this trait, and the
+/// dependency points one way only (face -> auth).
+pub trait Endpoint: Sync {
+    /// The MCP endpoint's path (`/mcp`).
+    fn mcp_path(&self) -> &str;
+    /// The token check in force (none: open).
+    fn auth_slot(&self) -> &AuthSlot;
+    /// May a browser page from `origin` call the endpoint? The face's Origin guard decides;
+    /// CORS answers follow the same rule.
+    fn origin_allowed(&self, origin: &str) -> bool;
+    /// Put the finished token check and TLS termination in place ([`Prepared::finish`]).
+    fn install(&mut self, auth: AuthSlot, tls: Option<Arc<tls::Tls>>);
+}
 
 /// How callers authenticate on the MCP endpoint.
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq, Default)]
@@ -261,16 +278,12 @@ impl Prepared {
     }
 
     /// Complete the face's configuration once the listener is bound.
-    pub async fn finish(
-        self,
-        mut http: HttpConfig,
-        bound: SocketAddr,
-    ) -> Result<HttpConfig, String> {
+    pub async fn finish<E: Endpoint>(self, mut http: E, bound: SocketAddr) -> Result<E, String> {
         if let Some(t) = &self.tls {
             t.spawn_reloader();
         }
-        http.tls = self.tls.clone();
-        http.auth = AuthSlot::new(self.build_auth(&http.path, bound).await?);
+        let auth = AuthSlot::new(self.build_auth(http.mcp_path(), bound).await?);
+        http.install(auth, self.tls.clone());
         Ok(http)
     }
 

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderValue, Response, StatusCode};
-use http_body_util::{combinators::UnsyncBoxBody, BodyExt, Full, StreamBody};
+use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -23,22 +23,13 @@ use crate::call::CallHandle;
 use crate::call::{CallEvent, Outcome};
 use crate::error::BridgeError;
 use crate::framing;
+pub use crate::http_util::{empty, full, json, status_only, Body};
 use crate::jsonrpc::{self, code};
 use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
 
-pub type Body = UnsyncBoxBody<Bytes, Infallible>;
-
 /// How long a call may stay silent before its response switches to an SSE stream.
 pub const SSE_AFTER: Duration = Duration::from_secs(1);
-
-pub fn full(b: impl Into<Bytes>) -> Body {
-    Full::new(b.into()).boxed_unsync()
-}
-
-pub fn empty() -> Body {
-    full(Bytes::new())
-}
 
 /// An SSE response around `body`: `text/event-stream`, no caching, no proxy buffering.
 pub fn sse_response(body: Body) -> Response<Body> {
@@ -53,17 +44,6 @@ pub fn sse_response(body: Body) -> Response<Body> {
     r
 }
 
-/// A JSON response.
-pub fn json(status: StatusCode, body: Bytes) -> Response<Body> {
-    let mut r = Response::new(full(body));
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
 /// A JSON-RPC error as an HTTP response.
 pub fn rpc_error(
     status: StatusCode,
@@ -75,12 +55,6 @@ pub fn rpc_error(
     let mut r = json(status, jsonrpc::error(id, code, msg, data));
     r.extensions_mut()
         .insert(crate::face::observe::BridgeRpcError(code));
-    r
-}
-
-pub fn status_only(status: StatusCode) -> Response<Body> {
-    let mut r = Response::new(empty());
-    *r.status_mut() = status;
     r
 }
 
