@@ -75,7 +75,9 @@ pub enum Outcome {
     Result(Box<RawValue>),
     /// An error object from the upstream.
     Error(Box<RawValue>),
-    /// The bridge could not get an answer (child exited, not ready, overloaded).
+    /// The bridge answers instead of the upstream: it could not get an answer (child exited,
+    /// not ready, overloaded; a remote that cannot be reached or answered an HTTP error), or
+    /// the face refused the request itself. Counted as `source="bridge"`.
     Failed(crate::error::BridgeError),
 }
 
