@@ -2,7 +2,9 @@
 //! credentials read from files or the environment, never echoed), and the wiring of the stdio
 //! face to the remote upstream.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
@@ -85,6 +87,12 @@ pub struct ConnectArgs {
     /// How long era detection waits for an answer before assuming a 2025 server.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
+    /// Name of the server in logs and metrics (the `server` label; default: the URL's host).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics on a listener of their own (off unless set).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 /// Parse "Name: value" into a header (value marked sensitive).
@@ -167,16 +175,39 @@ impl ConnectArgs {
     }
 }
 
-/// Run `connect`: the stdio face on our stdin/stdout, the remote behind it.
+/// Run `connect`: the stdio face on our stdin/stdout, the remote behind it, counted under
+/// the server name `name` (default: the URL's host) and, with `metrics_listen`, exposed at
+/// `http://ADDR/metrics`.
 pub async fn run(
     cfg: RemoteConfig,
     max_line: usize,
+    name: Option<&str>,
+    metrics_listen: Option<SocketAddr>,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     // One crypto provider for the process, installed explicitly.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let server = name
+        .or(cfg.url.host())
+        .unwrap_or("remote")
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    let metrics_stop = CancellationToken::new();
+    if let Some(addr) = metrics_listen {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot bind the metrics listener {addr}: {e}"))?;
+        let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!("metrics on http://{at}/metrics");
+        tokio::spawn(crate::face::metrics_http::serve(
+            l,
+            metrics.clone(),
+            metrics_stop.clone(),
+        ));
+    }
     let (tx, rx) = tokio::sync::mpsc::channel(crate::call::EVENT_QUEUE);
-    let remote = Remote::new(cfg, tx)?;
+    let remote = Remote::new(cfg, tx, metrics.clone(), &server)?;
     tracing::info!("connect: forwarding stdio to {}", remote.origin());
     crate::face::stdio::serve(
         remote,
@@ -184,9 +215,11 @@ pub async fn run(
         tokio::io::stdin(),
         tokio::io::stdout(),
         max_line,
+        crate::face::stdio_observe::HostObserver::new(metrics, &server),
         shutdown,
     )
     .await;
+    metrics_stop.cancel();
     Ok(())
 }
 

@@ -9,3 +9,4 @@ pub mod respond;
 pub mod rounds;
 pub mod session;
 pub mod stdio;
+pub mod stdio_observe;
