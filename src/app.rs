@@ -22,12 +22,33 @@ pub fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, std::p
 pub async fn run_connect(
     cfg: RemoteConfig,
     max_line: usize,
+    name: Option<&str>,
+    metrics_listen: Option<std::net::SocketAddr>,
     shutdown: CancellationToken,
 ) -> Result<(), String> {
     // One crypto provider for the process, installed explicitly.
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let server = name
+        .or(cfg.url.host())
+        .unwrap_or("remote")
+        .trim_matches(['[', ']'])
+        .to_owned();
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    let metrics_stop = CancellationToken::new();
+    if let Some(addr) = metrics_listen {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("cannot bind the metrics listener {addr}: {e}"))?;
+        let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!("metrics on http://{at}/metrics");
+        tokio::spawn(crate::face::metrics_http::serve(
+            l,
+            metrics.clone(),
+            metrics_stop.clone(),
+        ));
+    }
     let (tx, rx) = tokio::sync::mpsc::channel(crate::call::EVENT_QUEUE);
-    let remote = Remote::new(cfg, tx)?;
+    let remote = Remote::new(cfg, tx, metrics.clone(), &server)?;
     tracing::info!("connect: forwarding stdio to {}", remote.origin());
     crate::face::stdio::serve(
         remote,
@@ -35,8 +56,10 @@ pub async fn run_connect(
         tokio::io::stdin(),
         tokio::io::stdout(),
         max_line,
+        crate::face::stdio_observe::HostObserver::new(metrics, &server),
         shutdown,
     )
     .await;
+    metrics_stop.cancel();
     Ok(())
 }

@@ -83,7 +83,9 @@ pub enum Outcome {
     Result(Box<RawValue>),
     /// An error object from the upstream.
     Error(Box<RawValue>),
-    /// The bridge could not get an answer (child exited, not ready, overloaded).
+    /// The bridge answers instead of the upstream: it could not get an answer (child exited,
+    /// not ready, overloaded; a remote that cannot be reached or answered an HTTP error), or
+    /// the face refused the request itself. Counted as `source="bridge"`.
     Failed(crate::error::BridgeError),
 }
 
@@ -277,8 +279,14 @@ mod tests {
     #[test]
     fn cancel_causes() {
         assert_eq!(cancel_cause("timeout"), Some("timeout"));
-        assert_eq!(cancel_cause("client cancelled"), Some("client_notification"));
-        assert_eq!(cancel_cause("client disconnected"), Some("client_disconnect"));
+        assert_eq!(
+            cancel_cause("client cancelled"),
+            Some("client_notification")
+        );
+        assert_eq!(
+            cancel_cause("client disconnected"),
+            Some("client_disconnect")
+        );
         assert_eq!(cancel_cause(RELEASED_BY_BRIDGE), None);
     }
 }

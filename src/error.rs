@@ -19,14 +19,18 @@ pub enum BridgeError {
     ShuttingDown,
     #[error("request cancelled")]
     Cancelled,
-    /// The remote upstream could not be reached or answered badly (transport, HTTP status,
-    /// malformed or oversize answer). `object` is the whole JSON-RPC error object.
+    /// A remote upstream could not answer this call: unreachable, a broken or malformed
+    /// exchange, an HTTP error status, `--request-timeout`. `reason` is one of a fixed set.
     #[error("{message}")]
     Remote {
         reason: &'static str,
         message: String,
-        object: String,
+        data: serde_json::Value,
     },
+    /// A face refused the request itself with this JSON-RPC error (invalid params, an
+    /// unusable `requestState`, …), without asking the upstream.
+    #[error("{message}")]
+    Refused { code: i64, message: String },
 }
 
 impl BridgeError {
@@ -40,18 +44,31 @@ impl BridgeError {
             BridgeError::ShuttingDown => "shutting_down",
             BridgeError::Cancelled => "cancelled",
             BridgeError::Remote { reason, .. } => reason,
+            BridgeError::Refused { .. } => "refused",
+        }
+    }
+
+    /// The JSON-RPC error code the bridge answers with.
+    pub fn code(&self) -> i64 {
+        match self {
+            BridgeError::Refused { code, .. } => *code,
+            _ => code::UPSTREAM_UNAVAILABLE,
         }
     }
 
     /// The JSON-RPC error object for this failure.
     pub fn error_object(&self) -> String {
-        if let BridgeError::Remote { object, .. } = self {
-            return object.clone();
+        use crate::jsonrpc::error_object;
+        match self {
+            BridgeError::Remote { message, data, .. } => {
+                error_object(code::UPSTREAM_UNAVAILABLE, message, Some(data))
+            }
+            BridgeError::Refused { code, message } => error_object(*code, message, None),
+            _ => error_object(
+                code::UPSTREAM_UNAVAILABLE,
+                &self.to_string(),
+                Some(&json!({ "reason": self.reason() })),
+            ),
         }
-        crate::jsonrpc::error_object(
-            code::UPSTREAM_UNAVAILABLE,
-            &self.to_string(),
-            Some(&json!({ "reason": self.reason() })),
-        )
     }
 }

@@ -79,7 +79,10 @@ fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
     rt.block_on(async move {
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
-        match mcp_bridge::app::run_connect(cfg, args.max_line, shutdown).await {
+        let name = args.name.as_deref();
+        match mcp_bridge::app::run_connect(cfg, args.max_line, name, args.metrics_listen, shutdown)
+            .await
+        {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 error!("{e}");

@@ -4,7 +4,9 @@
 //!
 //! Three outcome families stay separate: HTTP responses by status, JSON-RPC error responses by
 //! code and source (`upstream` answered with an error, or the `bridge` did), and `tools/call`
-//! results by `is_error`.
+//! results by `is_error`. A remote upstream adds its side of HTTP: the remote's answers
+//! (`http_responses_total{route="upstream"}`) and the exchanges that got none
+//! (`upstream_transport_failures_total` by reason).
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +39,21 @@ pub const DROP_REASONS: &[&str] = &[
     "undeclared_capability",
 ];
 
+/// Why an exchange with a remote upstream got no usable HTTP answer (the `reason` label), all
+/// exported from the start. The same words are the `data.reason` of the call's `-32000` error.
+pub const TRANSPORT_FAILURE_REASONS: &[&str] = &[
+    "unreachable",
+    "dns",
+    "tls",
+    "connect_timeout",
+    "connection_lost",
+    "malformed_response",
+    "response_too_large",
+];
+
+/// The `route` label of the HTTP answers a remote upstream sent the bridge.
+pub const ROUTE_UPSTREAM: &str = "upstream";
+
 /// Buckets from 100 µs to 60 s.
 const LATENCY_BUCKETS: &[f64] = &[
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5,
@@ -50,16 +67,22 @@ pub struct ToolNames(HashSet<Arc<str>>);
 impl ToolNames {
     /// The first [`MAX_TOOL_LABELS`] distinct names; the rest will be labelled `other`.
     pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
-        let mut set = HashSet::new();
+        let mut s = Self::default();
+        s.extend(names);
+        s
+    }
+
+    /// Add names, as long as the set holds fewer than [`MAX_TOOL_LABELS`]; names already in it
+    /// stay (a remote's tool list arrives page by page, whenever the host lists it).
+    pub fn extend<'a>(&mut self, names: impl IntoIterator<Item = &'a str>) {
         for n in names {
-            if set.len() >= MAX_TOOL_LABELS {
+            if self.0.len() >= MAX_TOOL_LABELS {
                 break;
             }
-            if !n.is_empty() && n.len() <= 128 {
-                set.insert(Arc::from(n));
+            if !n.is_empty() && n.len() <= 128 && !self.0.contains(n) {
+                self.0.insert(Arc::from(n));
             }
         }
-        Self(set)
     }
 
     /// The label for a tool named `name` (its own name if listed, else `other`).
@@ -124,6 +147,7 @@ pub struct Metrics {
     sessions: IntGaugeVec,
     auth_failures: IntCounterVec,
     auth_successes: IntCounterVec,
+    transport_failures: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -258,6 +282,12 @@ impl Metrics {
                 "Authenticated requests, by caller (token name, or jwt)",
                 &["caller"],
             ),
+            transport_failures: counter(
+                &r,
+                "upstream_transport_failures_total",
+                "Exchanges with a remote upstream that got no usable HTTP answer, by server and reason",
+                &["server", "reason"],
+            ),
             latency,
             http_duration,
             shutting_down: AtomicBool::new(false),
@@ -284,6 +314,20 @@ impl Metrics {
         self.child_starts.with_label_values(&[server]);
         self.child_restarts.with_label_values(&[server]);
         self.upstream_up.with_label_values(&[server]);
+    }
+
+    /// Export a remote upstream's per-server series at 0 before anything happens to it.
+    pub fn register_remote(&self, server: &str) {
+        for r in TRANSPORT_FAILURE_REASONS {
+            self.transport_failures.with_label_values(&[server, r]);
+        }
+    }
+
+    /// An exchange with the remote upstream `server` that got no usable answer.
+    pub fn transport_failure(&self, server: &str, reason: &'static str) {
+        self.transport_failures
+            .with_label_values(&[server, reason])
+            .inc();
     }
 
     /// From now on, cancellations are attributed to the shutdown.
@@ -421,9 +465,12 @@ fn itoa_status(s: u16) -> &'static str {
         414 => "414",
         415 => "415",
         421 => "421",
+        429 => "429",
         431 => "431",
         500 => "500",
+        502 => "502",
         503 => "503",
+        504 => "504",
         _ => "other",
     }
 }
@@ -440,6 +487,15 @@ mod tests {
         assert_eq!(super::method_label("x/y"), "other");
         assert!(text.contains("mcp_bridge_build_info{version=\""));
         assert!(text.contains("mcp_bridge_cancellations_total{cause=\"slow_consumer\"} 0"));
+        m.register_remote("r");
+        m.transport_failure("r", "dns");
+        let text = String::from_utf8(m.render()).unwrap();
+        assert!(text.contains(
+            "mcp_bridge_upstream_transport_failures_total{reason=\"dns\",server=\"r\"} 1"
+        ));
+        assert!(text.contains(
+            "mcp_bridge_upstream_transport_failures_total{reason=\"tls\",server=\"r\"} 0"
+        ));
     }
 
     #[test]
@@ -452,6 +508,14 @@ mod tests {
             .filter(|i| &*names.label(&format!("t{i}")) != "other")
             .count();
         assert_eq!(known, super::MAX_TOOL_LABELS);
+        // Added page by page: the cap holds, names already in stay.
+        let mut names = super::ToolNames::new(["a"]);
+        names.extend(many.iter().map(String::as_str));
+        assert_eq!(&*names.label("a"), "a");
+        let known = (0..500)
+            .filter(|i| &*names.label(&format!("t{i}")) != "other")
+            .count();
+        assert_eq!(known, super::MAX_TOOL_LABELS - 1);
     }
 
     #[test]

@@ -19,6 +19,12 @@ pub struct ConnectArgs {
     /// How long era detection waits for an answer before assuming a 2025 server.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
+    /// Name of the server in logs and metrics (the `server` label; default: the URL's host).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics on a listener of their own (off unless set).
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub remote: RemoteArgs,
 }

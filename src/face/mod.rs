@@ -14,6 +14,7 @@ pub mod respond;
 pub mod rounds;
 pub mod session;
 pub mod stdio;
+pub mod stdio_observe;
 
 use std::sync::Arc;
 

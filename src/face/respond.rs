@@ -146,12 +146,8 @@ impl Responder {
                 }
             }
             Outcome::Failed(be) => {
-                self.metrics.rpc_error(
-                    &self.server,
-                    &self.method,
-                    code::UPSTREAM_UNAVAILABLE,
-                    "bridge",
-                );
+                self.metrics
+                    .rpc_error(&self.server, &self.method, be.code(), "bridge");
                 (
                     StatusCode::OK,
                     jsonrpc::error_raw(Some(id), &be.error_object()),

@@ -36,6 +36,11 @@
 //! - URL elicitation: `elicitationId` dropped toward a 2026 host, minted toward a 2025 host;
 //!   `notifications/elicitation/complete` is not relayed to a 2026 host; a 2025 remote's
 //!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::mrtr`).
+//!
+//! Accounting (`face::stdio_observe`): each host request is tracked from `handle_request` to
+//! `reply`; errors the face makes itself are `Outcome::Failed` (`BridgeError::Refused`), so
+//! that `reply` counts them, and `Outcome::Error` is only ever what the remote answered (or
+//! its `-32042` translated for a 2026 host, counted at the remote as the error it was).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -54,8 +59,10 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{Call, CallCtx, CallEvent, Outcome, EVENT_QUEUE};
+use crate::error::BridgeError;
 use crate::face::respond::input_required_result;
 use crate::face::rounds::MAX_ROUNDS;
+use crate::face::stdio_observe::{HostObserver, Tracked};
 use crate::framing::{single_line, Line, LineDecoder};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::mrtr::{self, ParkStore, Parked, StateSigner};
@@ -189,19 +196,22 @@ struct Face {
     signer: StateSigner,
     parked: ParkStore<Running>,
     tracker: TaskTracker,
+    obs: HostObserver,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Serve the host on `input`/`output` until the host closes `input` or `shutdown` fires.
+/// Serve the host on `input`/`output` until the host closes `input` or `shutdown` fires,
+/// counting its requests and the bridge's answers with `obs`.
 pub async fn serve<R, W>(
     remote: Arc<Remote>,
     mut server_events: mpsc::Receiver<CallEvent>,
     input: R,
     output: W,
     max_line: usize,
+    obs: HostObserver,
     shutdown: CancellationToken,
 ) where
     R: AsyncRead + Unpin,
@@ -229,6 +239,7 @@ pub async fn serve<R, W>(
         signer: StateSigner::new(),
         parked: ParkStore::new(MAX_PARKED),
         tracker: TaskTracker::new(),
+        obs,
     });
     // Parked calls whose host never came back are cancelled at the remote.
     let sweeper = {
@@ -241,6 +252,7 @@ pub async fn serve<R, W>(
                         "a {} waiting for the host's input expired: cancelled",
                         p.method
                     );
+                    face.obs.cancelled("timeout");
                 }
             }
         })
@@ -271,6 +283,7 @@ pub async fn serve<R, W>(
             }
             Some(Ok(Line::Oversize(n, _))) => {
                 warn!("skipped a {n}-byte line from the host (over --max-line)");
+                face.obs.unreadable(code::INVALID_REQUEST);
                 face.send(jsonrpc::error(
                     None,
                     code::INVALID_REQUEST,
@@ -288,10 +301,13 @@ pub async fn serve<R, W>(
     for (_, c) in lock(&face.inflight).drain() {
         if !c.listen {
             c.token.cancel();
+            face.obs.cancelled("shutdown");
         }
     }
     sweeper.abort();
-    drop(face.parked.take_all());
+    for _ in face.parked.take_all() {
+        face.obs.cancelled("shutdown");
+    }
     lock(&face.input_waits).clear();
     face.tracker.close();
     let _ = tokio::time::timeout(Duration::from_secs(5), face.tracker.wait()).await;
@@ -323,6 +339,19 @@ impl Face {
         let _ = self.out.send(frame).await;
     }
 
+    /// Answer the host's request `t` (id `id`) with `o`, and count the answer.
+    async fn reply(&self, t: Tracked, id: &str, o: Outcome) {
+        self.obs.answered(t, &o);
+        self.send(answer(id, o)).await;
+    }
+
+    /// Answer the host's request `t` with the face's own error, from a task of its own.
+    fn refuse(self: &Arc<Self>, t: Tracked, id: String, c: i64, msg: &str) {
+        let me = Arc::clone(self);
+        let o = refused(c, msg);
+        tokio::spawn(async move { me.reply(t, &id, o).await });
+    }
+
     async fn handle_line(self: &Arc<Self>, f: Bytes) {
         if f.iter().all(u8::is_ascii_whitespace) {
             return;
@@ -331,11 +360,13 @@ impl Face {
             Ok(e) => e,
             Err(jsonrpc::FrameError::Json(e)) => {
                 warn!("unparsable line from the host: {e}");
+                self.obs.unreadable(code::PARSE_ERROR);
                 self.send(jsonrpc::error(None, code::PARSE_ERROR, "parse error", None))
                     .await;
                 return;
             }
             Err(e) => {
+                self.obs.unreadable(code::INVALID_REQUEST);
                 self.send(jsonrpc::error(
                     None,
                     code::INVALID_REQUEST,
@@ -352,6 +383,7 @@ impl Face {
             Ok(Kind::Response) => self.handle_response(&env),
             Err(e) => {
                 let id = env.id.map(RawValue::get);
+                self.obs.unreadable(code::INVALID_REQUEST);
                 self.send(jsonrpc::error(
                     id,
                     code::INVALID_REQUEST,
@@ -367,30 +399,25 @@ impl Face {
         let Some(id_raw) = env.id else { return };
         let id = id_raw.get().trim().to_owned();
         let method = env.method().to_owned();
+        let t = self.obs.request(&method);
         let params = env.params.map(ToOwned::to_owned);
         if method == "initialize" {
-            self.start_initialize(id, params);
+            self.start_initialize(t, id, params);
             return;
         }
         if method == "ping" {
             let me = Arc::clone(self);
-            tokio::spawn(async move { me.send(jsonrpc::result(&id, "{}")).await });
+            let pong = Outcome::Result(jsonrpc::raw("{}"));
+            tokio::spawn(async move { me.reply(t, &id, pong).await });
             return;
         }
         let modern = jsonrpc::meta_field(params.as_deref(), protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .is_some_and(|v| !protocol::is_legacy_version(&v));
-        let bad_level = |msg: &'static str| {
-            let me = Arc::clone(self);
-            let id = id.clone();
-            tokio::spawn(async move {
-                me.send(jsonrpc::error(Some(&id), code::INVALID_PARAMS, msg, None))
-                    .await
-            });
-        };
         let ctx = if modern {
             let Ok(level) = protocol::request_log_level(params.as_deref()) else {
-                bad_level("invalid io.modelcontextprotocol/logLevel");
+                let msg = "invalid io.modelcontextprotocol/logLevel";
+                self.refuse(t, id, code::INVALID_PARAMS, msg);
                 return;
             };
             let mut h = lock(&self.host);
@@ -415,7 +442,8 @@ impl Face {
                     .and_then(|l| protocol::log_level(&l));
                 let Some((level, _)) = level else {
                     drop(h);
-                    bad_level("invalid or missing logging level");
+                    let msg = "invalid or missing logging level";
+                    self.refuse(t, id, code::INVALID_PARAMS, msg);
                     return;
                 };
                 h.log_level = Some(level);
@@ -435,16 +463,8 @@ impl Face {
             let mut inflight = lock(&self.inflight);
             if inflight.contains_key(&id) {
                 drop(inflight);
-                let me = Arc::clone(self);
-                tokio::spawn(async move {
-                    me.send(jsonrpc::error(
-                        Some(&id),
-                        code::INVALID_REQUEST,
-                        "a request with this id is still in flight",
-                        None,
-                    ))
-                    .await
-                });
+                let msg = "a request with this id is still in flight";
+                self.refuse(t, id, code::INVALID_REQUEST, msg);
                 return;
             }
             inflight.insert(
@@ -464,17 +484,23 @@ impl Face {
         };
         let me = Arc::clone(self);
         self.tracker.spawn(async move {
-            me.run_call(id, call, token).await;
+            me.run_call(t, id, call, token).await;
         });
     }
 
     /// Run one call: forward its events while it runs, then its answer (or nothing, if the
     /// host cancelled it).
-    async fn run_call(self: Arc<Self>, id: String, call: Call, token: CancellationToken) {
+    async fn run_call(
+        self: Arc<Self>,
+        t: Tracked,
+        id: String,
+        call: Call,
+        token: CancellationToken,
+    ) {
         let outcome = self.drive(&id, call, &token).await;
         lock(&self.inflight).remove(&id);
         if let Some(o) = outcome {
-            self.send(answer(&id, o)).await;
+            self.reply(t, &id, o).await;
         }
     }
 
@@ -578,9 +604,9 @@ impl Face {
                 biased;
                 _ = token.cancelled() => Step::Cancelled,
                 Some(ev) = r.events.recv() => Step::Event(ev),
-                o = &mut r.task => Step::Done(o.unwrap_or_else(|e| Outcome::Error(jsonrpc::raw(
-                    &jsonrpc::error_object(code::INTERNAL_ERROR, &format!("internal: {e}"), None),
-                )))),
+                o = &mut r.task => Step::Done(o.unwrap_or_else(|e| {
+                    refused(code::INTERNAL_ERROR, &format!("internal: {e}"))
+                })),
             };
             match step {
                 Step::Cancelled => {
@@ -691,13 +717,7 @@ impl Face {
         state: &str,
         token: &CancellationToken,
     ) -> Option<Outcome> {
-        let bad = |msg: String| {
-            Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
-                code::INVALID_PARAMS,
-                &msg,
-                None,
-            ))))
-        };
+        let bad = |msg: String| Some(refused(code::INVALID_PARAMS, &msg));
         let params = call.params.as_deref();
         let digest = mrtr::params_digest(params);
         let claims = match self.signer.verify(state, PRINCIPAL, &call.method, &digest) {
@@ -1120,21 +1140,16 @@ impl Face {
             .and_then(|f| f.get("uri").map(ToOwned::to_owned))
             .and_then(|u| serde_json::from_str::<String>(u.get()).ok())
         else {
-            return Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
-                code::INVALID_PARAMS,
-                "params.uri is required",
-                None,
-            ))));
+            return Some(refused(code::INVALID_PARAMS, "params.uri is required"));
         };
         let changed = {
             let mut g = lock(&self.held.uris);
             if on {
                 if g.len() >= MAX_HOST_URIS && !g.contains(&uri) {
-                    return Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
+                    return Some(refused(
                         code::INVALID_PARAMS,
                         "too many resource subscriptions",
-                        None,
-                    ))));
+                    ));
                 }
                 g.insert(uri)
             } else {
@@ -1307,7 +1322,7 @@ impl Face {
         });
     }
 
-    fn start_initialize(self: &Arc<Self>, id: String, params: Option<Box<RawValue>>) {
+    fn start_initialize(self: &Arc<Self>, t: Tracked, id: String, params: Option<Box<RawValue>>) {
         let p = params.as_deref();
         let field = |k: &str| {
             p.and_then(Fields::parse)
@@ -1349,7 +1364,7 @@ impl Face {
                         tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
                 }
             }
-            me.send(answer(&id, o)).await;
+            me.reply(t, &id, o).await;
         });
     }
 
@@ -1367,6 +1382,7 @@ impl Face {
                     Some(c) => {
                         info!("the host cancelled request {rid}");
                         c.token.cancel();
+                        self.obs.cancelled("client_notification");
                     }
                     None => debug!("cancellation for unknown request {rid} ignored"),
                 }
@@ -1428,11 +1444,15 @@ fn url_required_for_modern(o: Outcome, caps: Option<&RawValue>) -> Outcome {
 }
 
 fn internal_error(msg: &str) -> Outcome {
-    Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
-        code::INTERNAL_ERROR,
-        msg,
-        None,
-    )))
+    refused(code::INTERNAL_ERROR, msg)
+}
+
+/// The face's own error for a request (counted as the bridge's).
+fn refused(c: i64, msg: &str) -> Outcome {
+    Outcome::Failed(BridgeError::Refused {
+        code: c,
+        message: msg.to_owned(),
+    })
 }
 
 /// The response frame for an outcome, under the host's id.

@@ -12,6 +12,11 @@
 //! Cancellation is by drop: dropping a `call` future drops its response stream (the 2026
 //! cancellation) and, for a 2025 remote, posts `notifications/cancelled` with the remote-side id.
 //! Credentials live only in the header list sent on each request and are never logged.
+//!
+//! Accounting (`upstream::observe::RemoteObserver`): `send` counts every HTTP answer by
+//! status, `exchange` every exchange that got none (by `Fault::transport_reason`), `call` the
+//! remote's JSON-RPC errors and tool results. A fault is answered as `Outcome::Failed`, so
+//! that the face counts it as the bridge's error.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -38,7 +43,9 @@ use crate::call::{Call, CallEvent, Outcome};
 use crate::error::BridgeError;
 use crate::framing::{SseDecoder, SseItem};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
+use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
+use crate::upstream::observe::RemoteObserver;
 
 /// Everything `connect` needs to reach the remote.
 #[derive(Debug, Clone)]
@@ -99,12 +106,20 @@ impl Fault {
         }
     }
 
-    #[cfg(test)]
-    fn error_object(&self, origin: &str, has_token: bool) -> String {
-        self.bridge_error(origin, has_token).error_object()
+    /// The transport failure this is (no usable HTTP answer), by its metrics reason; None for
+    /// an HTTP status (counted as one) or the bridge's own time limit.
+    fn transport_reason(&self) -> Option<&'static str> {
+        match self {
+            Fault::Unreachable { .. }
+            | Fault::Broken(_)
+            | Fault::Malformed(_)
+            | Fault::Oversize(_) => Some(self.reason()),
+            Fault::Timeout(_) | Fault::Auth(_) | Fault::Status(..) | Fault::SessionGone => None,
+        }
     }
 
-    /// This fault as the bridge's own error for the call it hit.
+    /// The bridge's answer for the call this fault hit: `-32000` with `data.reason` (and
+    /// `data.httpStatus`).
     fn bridge_error(&self, origin: &str, has_token: bool) -> BridgeError {
         let msg = match self {
             Fault::Unreachable { detail, .. } => {
@@ -155,8 +170,8 @@ impl Fault {
         }
         BridgeError::Remote {
             reason: self.reason(),
-            object: jsonrpc::error_object(code::UPSTREAM_UNAVAILABLE, &msg, Some(&data)),
             message: msg,
+            data,
         }
     }
 
@@ -221,6 +236,7 @@ pub struct Remote {
     log_floor: crate::notifications::LogFloor,
     log_lock: tokio::sync::Mutex<()>,
     tracker: TaskTracker,
+    obs: RemoteObserver,
 }
 
 /// The GET stream is being opened (or re-opened).
@@ -324,8 +340,14 @@ fn snippet(b: &[u8]) -> String {
 }
 
 impl Remote {
-    /// Create the upstream. `events` receives traffic that belongs to no call.
-    pub fn new(cfg: RemoteConfig, events: mpsc::Sender<CallEvent>) -> Result<Arc<Self>, String> {
+    /// Create the upstream. `events` receives traffic that belongs to no call; its traffic is
+    /// counted in `metrics` under the server name `server`.
+    pub fn new(
+        cfg: RemoteConfig,
+        events: mpsc::Sender<CallEvent>,
+        metrics: Arc<Metrics>,
+        server: &str,
+    ) -> Result<Arc<Self>, String> {
         let client = build_client(&cfg)?;
         let origin = match (cfg.url.scheme_str(), cfg.url.host()) {
             (Some(s), Some(h)) => match cfg.url.port_u16() {
@@ -355,6 +377,7 @@ impl Remote {
             log_floor: crate::notifications::LogFloor::default(),
             log_lock: tokio::sync::Mutex::new(()),
             tracker: TaskTracker::new(),
+            obs: RemoteObserver::new(metrics, server),
         }))
     }
 
@@ -369,6 +392,19 @@ impl Remote {
     /// A fault is the bridge's answer (`Outcome::Failed`), never the remote's error.
     fn fault_outcome(&self, f: &Fault) -> Outcome {
         Outcome::Failed(f.bridge_error(&self.origin, self.cfg.has_token))
+    }
+
+    /// The remote's answer to a call was no usable JSON-RPC response (after the exchange).
+    fn malformed(&self, what: &str) -> Outcome {
+        let f = Fault::Malformed(what.into());
+        self.count_fault(&f);
+        self.fault_outcome(&f)
+    }
+
+    fn count_fault(&self, f: &Fault) {
+        if let Some(reason) = f.transport_reason() {
+            self.obs.transport_failure(reason);
+        }
     }
 
     // -----------------------------------------------------------------------------------------
@@ -407,8 +443,12 @@ impl Remote {
             debug!("backing off {} ms before reconnecting", w.as_millis());
             tokio::time::sleep(w).await;
         }
+        let (method, sent) = (req.method().clone(), Instant::now());
         match self.client.request(req).await {
             Ok(r) => {
+                let secs = sent.elapsed().as_secs_f64();
+                self.obs
+                    .http_answer(method.as_str(), r.status().as_u16(), secs);
                 let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
                 if f.0 > 0 {
                     info!("reconnected to {}", self.origin);
@@ -438,8 +478,26 @@ impl Remote {
     }
 
     /// POST one JSON-RPC frame and read its answer: the response to `our_id` (JSON or SSE),
-    /// forwarding notifications and server requests met on the way to `events`.
+    /// forwarding notifications and server requests met on the way to `events`. An exchange
+    /// that gets no usable answer is counted once, by reason.
     async fn exchange(
+        &self,
+        frame: Bytes,
+        headers: &HeaderMap,
+        our_id: Option<u64>,
+        events: Option<&mpsc::Sender<CallEvent>>,
+        legacy: Option<&Session>,
+    ) -> Result<Answer, Fault> {
+        let r = self
+            .exchange_once(frame, headers, our_id, events, legacy)
+            .await;
+        if let Err(f) = &r {
+            self.count_fault(f);
+        }
+        r
+    }
+
+    async fn exchange_once(
         &self,
         frame: Bytes,
         headers: &HeaderMap,
@@ -976,6 +1034,7 @@ impl Remote {
                         while let Some(item) = dec.next_item() {
                             if let Err(f) = self.sse_item(item, None, Some(&self.events)).await {
                                 warn!("GET stream: {}", f.reason());
+                                self.count_fault(&f);
                             }
                         }
                         match self.next_frame(&mut body).await {
@@ -984,7 +1043,11 @@ impl Remote {
                                     dec.push(&d);
                                 }
                             }
-                            _ => break,
+                            Some(Err(f)) => {
+                                self.count_fault(&f);
+                                break;
+                            }
+                            None => break,
                         }
                     }
                     self.get_state.send_replace(GET_CONNECTING);
@@ -999,7 +1062,8 @@ impl Remote {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
-                Err(_) => {
+                Err(f) => {
+                    self.count_fault(&f);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
@@ -1052,6 +1116,8 @@ impl Remote {
             );
             true
         });
+        self.obs
+            .tools_listed(tools.iter().filter_map(|t| t["name"].as_str()));
         if tools.len() == before {
             return None;
         }
@@ -1305,16 +1371,19 @@ impl Remote {
             .cfg
             .request_timeout
             .filter(|_| call.method != "subscriptions/listen");
-        match limit {
+        let o = match limit {
             Some(t) => match tokio::time::timeout(t, fut).await {
                 Ok(o) => o,
                 Err(_) => {
                     warn!("{} timed out after {} ms", call.method, t.as_millis());
+                    self.obs.cancelled("timeout");
                     self.fault_outcome(&Fault::Timeout(t.as_millis() as u64))
                 }
             },
             None => fut.await,
-        }
+        };
+        self.obs.answered(&call, &o);
+        o
     }
 
     async fn call_inner(
@@ -1417,12 +1486,10 @@ impl Remote {
                 Err(f) => return self.fault_outcome(&f),
             };
             let Some(frame) = ans.frame else {
-                return self.fault_outcome(&Fault::Malformed(
-                    "the remote accepted the request without answering".into(),
-                ));
+                return self.malformed("the remote accepted the request without answering");
             };
             let Ok(env) = Envelope::parse(&frame) else {
-                return self.fault_outcome(&Fault::Malformed("unparsable response".into()));
+                return self.malformed("unparsable response");
             };
             if let Some(e) = env.error {
                 if protocol::error_code(e) == Some(code::HEADER_MISMATCH) && header_retry_left {
@@ -1437,7 +1504,7 @@ impl Remote {
                 return Outcome::Error(ToOwned::to_owned(e));
             }
             let Some(r) = env.result else {
-                return self.fault_outcome(&Fault::Malformed("response without result".into()));
+                return self.malformed("response without result");
             };
             let filtered = if call.method == "tools/list" {
                 self.learn_tools(r, true).map(|f| jsonrpc::raw(&f))
@@ -1543,18 +1610,16 @@ impl Remote {
                 }
             };
             let Some(frame) = ans.frame else {
-                return self.fault_outcome(&Fault::Malformed(
-                    "the remote accepted the request without answering".into(),
-                ));
+                return self.malformed("the remote accepted the request without answering");
             };
             let Ok(env) = Envelope::parse(&frame) else {
-                return self.fault_outcome(&Fault::Malformed("unparsable response".into()));
+                return self.malformed("unparsable response");
             };
             if let Some(e) = env.error {
                 return Outcome::Error(ToOwned::to_owned(e));
             }
             let Some(r) = env.result else {
-                return self.fault_outcome(&Fault::Malformed("response without result".into()));
+                return self.malformed("response without result");
             };
             if call.method == "tools/list" {
                 let _ = self.learn_tools(r, false);
@@ -1627,8 +1692,13 @@ impl Remote {
         let s = self.session.lock().await.take();
         if let Some(s) = s.filter(|s| s.id.is_some()) {
             let req = self.request(Method::DELETE, &self.session_headers(&s), Bytes::new());
+            let sent = Instant::now();
             match tokio::time::timeout(Duration::from_secs(3), self.client.request(req)).await {
-                Ok(Ok(r)) => info!("session ended (DELETE: HTTP {})", r.status().as_u16()),
+                Ok(Ok(r)) => {
+                    let secs = sent.elapsed().as_secs_f64();
+                    self.obs.http_answer("DELETE", r.status().as_u16(), secs);
+                    info!("session ended (DELETE: HTTP {})", r.status().as_u16())
+                }
                 Ok(Err(e)) => debug!("DELETE failed: {}", chain(&e)),
                 Err(_) => debug!("DELETE timed out"),
             }
@@ -1735,7 +1805,9 @@ mod tests {
 
     #[test]
     fn auth_errors_name_the_flags() {
-        let e = Fault::Auth(401).error_object("https://x", false);
+        let e = Fault::Auth(401)
+            .bridge_error("https://x", false)
+            .error_object();
         assert!(e.contains("--bearer-token-file"), "{e}");
         assert!(e.contains("--bearer-token-env"), "{e}");
         assert!(e.contains("\"reason\":\"unauthorized\""), "{e}");

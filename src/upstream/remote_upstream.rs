@@ -7,11 +7,12 @@
 //! outcome) to the core's handle (events on a bounded queue, the outcome on a oneshot, cancel
 //! on drop). Each call runs as a task; dropping its handle aborts the task, which drops the
 //! remote exchange: a 2026 remote sees its POST stream closed, a 2025 remote gets
-//! `notifications/cancelled` (the remote's own guard sends it). It also counts what a child
-//! upstream counts: upstream JSON-RPC errors, `isError` tool results, cancellations, `up`.
+//! `notifications/cancelled` (the remote's own guard sends it). The remote's observer counts
+//! its HTTP answers, transport failures, JSON-RPC errors and tool results; this adapter counts
+//! cancellations and `upstream_up`.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -29,7 +30,7 @@ use crate::call::{
 };
 use crate::error::BridgeError;
 use crate::jsonrpc::{self, code, Envelope};
-use crate::metrics::{Metrics, ToolNames};
+use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
 use crate::upstream::remote::{Remote, RemoteConfig};
 
@@ -42,7 +43,6 @@ pub struct RemoteUpstream {
     ready: AtomicBool,
     /// Bridge-side call numbers (the remote mints its own JSON-RPC ids per exchange).
     next_id: AtomicU64,
-    tool_names: Arc<RwLock<ToolNames>>,
     metrics: Arc<Metrics>,
     tracker: TaskTracker,
     stop: CancellationToken,
@@ -60,7 +60,7 @@ impl RemoteUpstream {
     ) -> Result<SharedUpstream, String> {
         let (etx, erx) = mpsc::channel(256);
         let url = cfg.url.to_string();
-        let remote = Remote::new(cfg, etx)?;
+        let remote = Remote::new(cfg, etx, metrics.clone(), name)?;
         metrics.register_server(name);
         let (events, _) = broadcast::channel(256);
         let me = Arc::new(RemoteUpstream {
@@ -70,7 +70,6 @@ impl RemoteUpstream {
             info: OnceCell::new(),
             ready: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
-            tool_names: Arc::default(),
             metrics: metrics.clone(),
             tracker: tracker.clone(),
             stop: stop.clone(),
@@ -180,36 +179,18 @@ impl RemoteUpstream {
         };
         let (tx, _rx) = mpsc::channel(1);
         let fut = self.remote.call(call, tx);
-        if let Ok(Outcome::Result(r)) = tokio::time::timeout(Duration::from_secs(10), fut).await {
-            learn_tool_names(&self.tool_names, &r);
-        }
+        // The remote's observer learns the tool labels from the answer.
+        let _ = tokio::time::timeout(Duration::from_secs(10), fut).await;
     }
 
     fn start_call(&self, call: Call) -> CallHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (s, events, outcome) = sinks();
-        let tool = crate::upstream::observe::tool_label(&self.tool_names, &call);
-        let (remote, metrics, name) =
-            (self.remote.clone(), self.metrics.clone(), self.name.clone());
-        let names = self.tool_names.clone();
-        let method = call.method.clone();
+        // The remote counts its own JSON-RPC errors, tool results and HTTP answers (its
+        // observer); this task only carries the outcome to the handle.
+        let remote = self.remote.clone();
         let task = self.tracker.spawn(async move {
             let o = remote.call(call, s.events).await;
-            match &o {
-                Outcome::Result(r) if method == "tools/call" => metrics.tool_result(
-                    &name,
-                    tool.as_deref().unwrap_or("other"),
-                    protocol::is_tool_error(r),
-                ),
-                Outcome::Result(r) if method == "tools/list" => learn_tool_names(&names, r),
-                Outcome::Error(e) => metrics.rpc_error(
-                    &name,
-                    &method,
-                    protocol::error_code(e).unwrap_or(0),
-                    "upstream",
-                ),
-                _ => {}
-            }
             let _ = s.outcome.send(o);
         });
         CallHandle::new(
@@ -223,20 +204,6 @@ impl RemoteUpstream {
                 metrics: self.metrics.clone(),
             }),
         )
-    }
-}
-
-/// Keep the names of a `tools/list` result as the `tool` label set.
-fn learn_tool_names(names: &RwLock<ToolNames>, result: &RawValue) {
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(result.get()) else {
-        return;
-    };
-    let Some(tools) = v.get("tools").and_then(|t| t.as_array()) else {
-        return;
-    };
-    let listed = tools.iter().filter_map(|t| t.get("name")?.as_str());
-    if let Ok(mut g) = names.write() {
-        *g = ToolNames::new(listed);
     }
 }
 
@@ -374,25 +341,5 @@ impl Upstream for RemoteUpstream {
     }
     fn stop(&self) {
         self.stop.cancel();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tool_names_follow_the_list() {
-        let names = RwLock::new(ToolNames::default());
-        learn_tool_names(
-            &names,
-            &jsonrpc::raw(r#"{"tools":[{"name":"echo"},{"name":"add"},{"x":1}]}"#),
-        );
-        let g = names.read().map(|g| g.label("echo")).ok();
-        assert_eq!(g.as_deref(), Some("echo"));
-        assert_eq!(
-            names.read().map(|g| g.label("zzz")).ok().as_deref(),
-            Some("other")
-        );
     }
 }
