@@ -21,7 +21,7 @@ const T: Duration = Duration::from_secs(20);
 async fn metrics_url(b: &Bridge) -> String {
     let l = b.log.expect("metrics on http://", T).await;
     let rest = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
-    format!("http://{rest}/metrics")
+    format!("http://{rest}")
 }
 
 fn sample(text: &str, series: &str) -> f64 {
