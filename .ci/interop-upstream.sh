@@ -5,7 +5,8 @@
 #   remotes   the Python SDK's MCPServer over streamable HTTP (PyPI mcp==2.3.0,
 #             tests/interop/python_remote_server.py), stateful and stateless; npm
 #             @modelcontextprotocol/server-everything over its own `streamableHttp` transport
-#             (2025-era, sessions, elicitation).
+#             (2025-era, sessions, elicitation). The Python SDK server is 2026-era: its legacy-mode
+#             client crosses eras through the near bridge.
 #   clients   the Python SDK client in auto, legacy and pinned 2026-07-28 modes (list, call,
 #             progress, cancellation; tests/interop/python_sdk_client.py); the Python SDK client
 #             pinned to 2026 completing an elicitation against server-everything (the near bridge
@@ -123,7 +124,7 @@ for kind in stateful stateless; do
   ci_wait_port "$port" "${PIDS[-1]}" "$PY" || { cat "$rlog" >&2; die "python remote ($kind) did not start"; }
   nlog="$(newlog "near-py-$kind")"
   near "http://127.0.0.1:$port/mcp" "$nlog"
-  check_era "py-$kind" "$nlog" 2025
+  check_era "py-$kind" "$nlog" 2026   # mcp 2.3.0 speaks 2026-07-28 (and 2025 to 2025 clients)
   for mode in auto legacy 2026; do
     before="$(grep -c 'pyserver: cancelled' "$rlog")"
     run "python client $mode → serve --upstream → python remote ($kind)" "$nlog" \

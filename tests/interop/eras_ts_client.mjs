@@ -218,7 +218,7 @@ if (connected) {
   const roundTrip = await check('elicitation round trip', async () => {
     const res = await client.callTool({ name: spec.tool, arguments: spec.args });
     const texts = (res.content ?? []).filter((b) => b.type === 'text').map((b) => b.text);
-    const ok = !res.isError && texts.length >= 1 && spec.expect(texts[0]);
+    const ok = !res.isError && texts.length >= 1 && spec.expect(texts.join('\n'));
     return [ok, `final result reflects the answer: isError=${!!res.isError} text=${JSON.stringify(texts.join('\n'))}`];
   });
   report(
