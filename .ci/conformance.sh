@@ -119,12 +119,6 @@ else
 fi
 
 cleanup() {
-  if [ -n "${FAR_PID:-}" ]; then
-    kill -TERM "$FAR_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$FAR_PID" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL -- "-$FAR_PID" 2>/dev/null
-    FAR_PID=
-  fi
   if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
     kill -TERM "$BRIDGE_PID" 2>/dev/null
     for _ in $(seq 1 50); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.2; done
@@ -136,6 +130,13 @@ cleanup() {
   # Whatever is left of the bridge's process group (e.g. an orphaned fixture).
   [ -n "${BRIDGE_PID:-}" ] && kill -TERM -- "-$BRIDGE_PID" 2>/dev/null
   BRIDGE_PID=
+  # The far bridge last: the near one ends its session with it first.
+  if [ -n "${FAR_PID:-}" ]; then
+    kill -TERM "$FAR_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$FAR_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$FAR_PID" 2>/dev/null
+    FAR_PID=
+  fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM

@@ -158,7 +158,7 @@ async fn gateway_guards_with_its_own_token_and_sends_the_remote_its_token() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_remote_fails_each_call_and_the_gateway_stays_up() {
     let mut far = Bridge::demo(&[]).await;
-    let near = Bridge::serve(&["--port", "0", "--upstream", &far.url]).await;
+    let mut near = Bridge::serve(&["--port", "0", "--upstream", &far.url]).await;
     near.wait_ready(T).await;
     let c = client();
     let r = call_modern(&c, &near.url, json!(1), "echo", json!({"text": "up"})).await;
@@ -180,4 +180,33 @@ async fn a_dead_remote_fails_each_call_and_the_gateway_stays_up() {
     // Health stays up; the near bridge answers whatever the remote does.
     let h = c.get(near.endpoint("/healthz")).send().await.expect("GET");
     assert_eq!(h.status(), 200);
+    // And it stops on SIGTERM (its remote upstream's tasks end with it; they once kept the
+    // daemon's task tracker waiting forever).
+    near.signal(nix::sys::signal::Signal::SIGTERM);
+    let st = near.wait_exit(T).await;
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "{st:?}\n{}",
+        near.log.dump()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_stops_promptly_with_its_remote_up() {
+    let far = Bridge::demo(&[]).await;
+    let mut near = Bridge::serve(&["--port", "0", "--upstream", &far.url]).await;
+    near.wait_ready(T).await;
+    let c = client();
+    let s = Session::open(&c, &near.url).await;
+    assert_eq!(
+        s.call(json!(1), "echo", json!({"text": "x"})).await.text(),
+        "x"
+    );
+    near.signal(nix::sys::signal::Signal::SIGTERM);
+    let st = near.wait_exit(T).await;
+    assert!(
+        st.is_some_and(|s| s.success()),
+        "{st:?}\n{}",
+        near.log.dump()
+    );
 }

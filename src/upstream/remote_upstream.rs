@@ -135,7 +135,13 @@ impl RemoteUpstream {
     /// Traffic from the remote's 2025 GET stream: notifications go to the face's listeners;
     /// requests cannot be attributed to one caller of a shared remote, so they are refused.
     async fn pump(self: Arc<Self>, mut rx: mpsc::Receiver<CallEvent>) {
-        while let Some(ev) = rx.recv().await {
+        // Ends at stop: the sender lives in the remote, which this task itself keeps alive.
+        loop {
+            let ev = tokio::select! {
+                ev = rx.recv() => ev,
+                _ = self.stop.cancelled() => None,
+            };
+            let Some(ev) = ev else { break };
             match ev {
                 CallEvent::Notification { method, params } => {
                     if method == "notifications/tools/list_changed" {
