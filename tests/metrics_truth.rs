@@ -14,33 +14,9 @@ use common::*;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The address the bridge logged for its metrics listener (`http://ADDR/metrics`).
-async fn metrics_url(b: &Bridge) -> String {
-    let l = b
-        .log
-        .expect("metrics on http://", Duration::from_secs(10))
-        .await;
-    let rest = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
-    format!("http://{rest}")
-}
-
-async fn scrape(c: &reqwest::Client, url: &str) -> String {
-    let r = c.get(url).send().await.expect("GET /metrics");
-    assert_eq!(r.status(), 200);
-    r.text().await.expect("metrics body")
-}
-
-/// The value of the sample `series` (exact name and labels as exposed); absent reads as 0.
-fn sample(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0)
+/// A sample's value; absent reads as 0.
+fn value(text: &str, series: &str) -> f64 {
+    sample(text, series).unwrap_or(0.0)
 }
 
 /// Scrape (bounded) until `series` reads `want`; the last scrape.
@@ -48,7 +24,7 @@ async fn until_sample(c: &reqwest::Client, murl: &str, series: &str, want: f64) 
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         let t = scrape(c, murl).await;
-        if sample(&t, series) == want {
+        if value(&t, series) == want {
             return t;
         }
         assert!(
@@ -126,9 +102,9 @@ async fn streaming_calls_are_in_flight_until_answered_or_cancelled() {
             assert_eq!(ev["method"], "notifications/progress", "{era}: {ev}");
         }
         let t = scrape(&c, &murl).await;
-        assert_eq!(sample(&t, IN_FLIGHT), 3.0, "{era}: streaming calls:\n{t}");
+        assert_eq!(value(&t, IN_FLIGHT), 3.0, "{era}: streaming calls:\n{t}");
         assert_eq!(
-            sample(&t, TOOL_CALL_FINALS),
+            value(&t, TOOL_CALL_FINALS),
             0.0,
             "{era}: no final yet:\n{t}"
         );
@@ -165,10 +141,10 @@ async fn streaming_calls_are_in_flight_until_answered_or_cancelled() {
         assert!(r.is_sse(), "{era}: {r:?}");
         assert_eq!(r.text(), "done", "{era}: {r:?}");
         let t = scrape(&c, &murl).await;
-        assert_eq!(sample(&t, IN_FLIGHT), 0.0, "{era}: all answered:\n{t}");
-        assert_eq!(sample(&t, TOOL_CALL_FINALS), 2.0, "{era}:\n{t}");
+        assert_eq!(value(&t, IN_FLIGHT), 0.0, "{era}: all answered:\n{t}");
+        assert_eq!(value(&t, TOOL_CALL_FINALS), 2.0, "{era}:\n{t}");
         assert!(
-            sample(&t, TOOL_CALL_SECONDS) >= 0.6,
+            value(&t, TOOL_CALL_SECONDS) >= 0.6,
             "{era}: the duration covers each whole call:\n{t}"
         );
     }
@@ -238,7 +214,7 @@ async fn answers_hyper_writes_itself_are_counted() {
     until_sample(&c, &murl, &series("431"), 1.0).await;
     let t = until_sample(&c, &murl, &series("414"), 1.0).await;
     assert_eq!(
-        sample(
+        value(
             &t,
             r#"mcp_bridge_http_responses_total{method="other",route="other",status="other"}"#
         ),
@@ -330,7 +306,7 @@ async fn ending_a_session_is_not_a_client_cancellation() {
     let t = scrape(&c, &murl).await;
     assert_eq!(b.log.count(ENDED), 4, "log:\n{}", b.log.dump());
     assert_eq!(
-        sample(
+        value(
             &t,
             r#"mcp_bridge_cancellations_total{cause="client_disconnect"}"#
         ),

@@ -12,40 +12,6 @@ use std::time::{Duration, Instant};
 use common::*;
 use serde_json::json;
 
-/// The address the bridge logged for its metrics listener.
-async fn metrics_url(b: &Bridge) -> String {
-    let l = b
-        .log
-        .expect("metrics on http://", Duration::from_secs(10))
-        .await;
-    let rest = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
-    format!("http://{rest}")
-}
-
-async fn scrape(c: &reqwest::Client, url: &str) -> String {
-    let r = c.get(url).send().await.expect("GET /metrics");
-    assert_eq!(r.status(), 200);
-    let ct = r
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
-    r.text().await.expect("metrics body")
-}
-
-/// The value of the sample `series` (exact name and labels as exposed), if present.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn families_separate_the_three_failures_and_readiness_follows_the_child() {
     let b = Bridge::demo(&["--metrics-listen", "127.0.0.1:0", "--metrics-on-main"]).await;

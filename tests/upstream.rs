@@ -17,23 +17,9 @@ use serde_json::json;
 
 const T: Duration = Duration::from_secs(20);
 
-/// The address the bridge logged for its metrics listener.
-async fn metrics_url(b: &Bridge) -> String {
-    let l = b.log.expect("metrics on http://", T).await;
-    let rest = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
-    format!("http://{rest}")
-}
-
-fn sample(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| {
-            l.strip_prefix(series)?
-                .strip_prefix(' ')?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .unwrap_or(-1.0)
+/// A sample's value; absent reads as -1 (so an expected 0 cannot pass by absence).
+fn value(text: &str, series: &str) -> f64 {
+    sample(text, series).unwrap_or(-1.0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -83,20 +69,15 @@ async fn gateway_carries_both_eras_progress_cancellation_and_metrics() {
     drop(sse);
     far.log.expect("demo: cancelled id=", T).await;
 
-    let t = reqwest::get(metrics_url(&near).await)
-        .await
-        .expect("scrape")
-        .text()
-        .await
-        .expect("body");
+    let t = scrape(&c, &metrics_url(&near).await).await;
     let ok = r#"mcp_bridge_tool_results_total{is_error="false",server="default",tool="echo"}"#;
-    assert_eq!(sample(&t, ok), 3.0, "{t}");
+    assert_eq!(value(&t, ok), 3.0, "{t}");
     let failed = r#"mcp_bridge_tool_results_total{is_error="true",server="default",tool="fail"}"#;
-    assert_eq!(sample(&t, failed), 1.0, "{t}");
+    assert_eq!(value(&t, failed), 1.0, "{t}");
     let upstream_err = r#"mcp_bridge_jsonrpc_errors_total{code="-32050",method="tools/call",server="default",source="upstream"}"#;
-    assert_eq!(sample(&t, upstream_err), 1.0, "{t}");
+    assert_eq!(value(&t, upstream_err), 1.0, "{t}");
     assert_eq!(
-        sample(&t, r#"mcp_bridge_upstream_up{server="default"}"#),
+        value(&t, r#"mcp_bridge_upstream_up{server="default"}"#),
         1.0,
         "{t}"
     );

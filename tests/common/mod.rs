@@ -730,3 +730,42 @@ pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Metrics
+// ---------------------------------------------------------------------------------------------
+
+/// The `/metrics` URL the bridge logged for its metrics listener (`metrics on http://…`).
+pub async fn metrics_url(b: &Bridge) -> String {
+    let l = b
+        .log
+        .expect("metrics on http://", Duration::from_secs(10))
+        .await;
+    let rest = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
+    format!("http://{rest}")
+}
+
+/// One scrape: 200 in the Prometheus text format.
+pub async fn scrape(c: &reqwest::Client, url: &str) -> String {
+    let r = c.get(url).send().await.expect("GET /metrics");
+    assert_eq!(r.status(), 200);
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
+    r.text().await.expect("metrics body")
+}
+
+/// The value of the sample `series` (exact name and labels as exposed), if present.
+pub fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        l.strip_prefix(series)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
