@@ -277,8 +277,14 @@ mod tests {
     #[test]
     fn cancel_causes() {
         assert_eq!(cancel_cause("timeout"), Some("timeout"));
-        assert_eq!(cancel_cause("client cancelled"), Some("client_notification"));
-        assert_eq!(cancel_cause("client disconnected"), Some("client_disconnect"));
+        assert_eq!(
+            cancel_cause("client cancelled"),
+            Some("client_notification")
+        );
+        assert_eq!(
+            cancel_cause("client disconnected"),
+            Some("client_disconnect")
+        );
         assert_eq!(cancel_cause(RELEASED_BY_BRIDGE), None);
     }
 }
