@@ -58,7 +58,7 @@ UR=[
  ('Responder::respond (select, sinks, oneshot)', r'respond::Responder'),
  ('upstream.call / ready (watch) / start_on', r'ChildUpstream::call|ChildUpstream::ready|start_on|call::sinks'),
  ('body collect', r'Limited|BodyExt|Collect'),
- ('post/handle/run_call (own code, other)', r'face::http::|face::modern::'),
+ ('post/handle/run_call (own code, other)', r'face::(http|post|run|session_http|modern)::'),
  ('tokio scheduler / I/O driver', r'tokio::runtime'),
  ('hyper other', r'hyper'),
  ('other', r'.'),

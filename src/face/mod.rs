@@ -1,11 +1,21 @@
-//! Faces: where the peer that asks connects. Today: the Streamable HTTP server face.
+//! Faces: where the peer that asks connects: the Streamable HTTP server face (`http` and the
+//! modules under it) and the host's stdio face of `connect` (`stdio`).
+//!
+//! The HTTP face's modules point one way: `http` (listener, guards, routing) → `post` (POST
+//! classification) → `modern` / `session_http` (2026 stateless, 2025 sessions) → `rounds`,
+//! `listen` (era translation) → `run` (a call for a POST) → `respond` (JSON or SSE) and
+//! `state` (`App`, `HttpConfig`).
 
 pub mod http;
 pub mod listen;
 pub mod metrics_http;
 pub mod modern;
 pub mod observe;
+pub mod post;
 pub mod respond;
 pub mod rounds;
+pub mod run;
 pub mod session;
+pub mod session_http;
+pub mod state;
 pub mod stdio;

@@ -8,8 +8,9 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::call::CallCtx;
-use crate::face::http::{App, PostCtx};
 use crate::face::respond::{self, rpc_error, status_only, Body};
+use crate::face::run::PostCtx;
+use crate::face::state::App;
 use crate::jsonrpc::{self, code, Fields, Kind, ParamsView};
 use crate::mrtr::INPUT_TTL;
 use crate::protocol::{self, Era};
@@ -245,7 +246,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         }
     }
     let mut ctx = CallCtx::modern();
-    ctx.tool = crate::face::http::tool_name(method, &pc.view);
+    ctx.tool = crate::face::run::tool_name(method, &pc.view);
     let level = protocol::log_level_value(pc.view.meta(protocol::META_LOG_LEVEL));
     if level.is_err() {
         app.metrics

@@ -9,8 +9,8 @@
 
 use http::Response;
 
-use crate::face::http::App;
 use crate::face::respond::Body;
+use crate::face::state::App;
 use crate::jsonrpc::Kind;
 
 /// Set on a response made by `respond::rpc_error`: the JSON-RPC error code it carries.
