@@ -76,21 +76,65 @@ pub fn tool_name(method: &str, view: &jsonrpc::ParamsView<'_>) -> Option<Box<str
     serde_json::from_str::<Box<str>>(v.get()).ok()
 }
 
-impl App {
-    /// Run a call and answer the POST with JSON or SSE.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn run_call(
-        &self,
-        upstream: &SharedUpstream,
-        pc: &PostCtx<'_>,
-        method: &str,
+/// One call a POST handler wants run: `method` with `params` on `upstream`, on behalf of
+/// `ctx`, explicitly cancelled by `cancel`; optionally owned by a 2025 session, or parked for
+/// input (a 2026 client of a 2025 upstream).
+pub struct CallRequest<'a> {
+    upstream: &'a SharedUpstream,
+    method: &'a str,
+    params: Option<Box<RawValue>>,
+    ctx: CallCtx,
+    cancel: CancellationToken,
+    session: Option<(Arc<Session>, InflightGuard)>,
+    mrtr: Option<respond::MrtrCtx>,
+}
+
+impl<'a> CallRequest<'a> {
+    pub fn new(
+        upstream: &'a SharedUpstream,
+        method: &'a str,
         params: Option<Box<RawValue>>,
         ctx: CallCtx,
         cancel: CancellationToken,
-        session: Option<Arc<Session>>,
-        on_done: Option<InflightGuard>,
-        mrtr: Option<respond::MrtrCtx>,
-    ) -> Response<Body> {
+    ) -> Self {
+        Self {
+            upstream,
+            method,
+            params,
+            ctx,
+            cancel,
+            session: None,
+            mrtr: None,
+        }
+    }
+
+    /// The call belongs to the 2025 session `s`: its server requests are recorded there, and
+    /// `done` forgets the call once answered (until its deadline it stays cancellable by id,
+    /// also after the client hung up).
+    pub fn in_session(mut self, s: Arc<Session>, done: InflightGuard) -> Self {
+        self.session = Some((s, done));
+        self
+    }
+
+    /// Park the call as `input_required` when the (2025) upstream asks the client something.
+    pub fn with_mrtr(mut self, mrtr: Option<respond::MrtrCtx>) -> Self {
+        self.mrtr = mrtr;
+        self
+    }
+}
+
+impl App {
+    /// Run a call and answer the POST with JSON or SSE.
+    pub async fn run_call(&self, pc: &PostCtx<'_>, req: CallRequest<'_>) -> Response<Body> {
+        let CallRequest {
+            upstream,
+            method,
+            params,
+            ctx,
+            cancel,
+            session,
+            mrtr,
+        } = req;
         let started = pc.arrived;
         let id = pc.env.id.map(RawValue::get).unwrap_or("null");
         let span = crate::telemetry::call_span(&self.server, method, id);
@@ -122,20 +166,23 @@ impl App {
         }
         if method == "subscriptions/listen" {
             // A listen is open-ended: no call timeout (it ends with the client or shutdown).
-            r.deadline = started + LISTEN_NO_DEADLINE;
+            r = r.with_deadline(started + LISTEN_NO_DEADLINE);
         }
-        r.orig_token = orig_token;
-        r.server_requests = session.map(|s| s as Arc<dyn respond::ServerRequestSink>);
-        r.on_done = on_done.map(|mut g| {
-            g.detached = Some((handle.canceller(), started + self.cfg.call_timeout));
-            Box::new(g) as Box<dyn Send + Sync>
-        });
-        r.mrtr = mrtr;
+        r = r.with_progress_token(orig_token);
+        if let Some((s, mut done)) = session {
+            done.detached = Some((handle.canceller(), started + self.cfg.call_timeout));
+            r = r.with_server_requests(s).with_on_done(Box::new(done));
+        }
+        if let Some(m) = mrtr {
+            r = r.with_mrtr(m);
+        }
         crate::telemetry::record_upstream_id(&span, handle.upstream_id());
         tracing::Instrument::instrument(r.respond(handle), span).await
     }
 
-    /// A responder for the POST `pc`, with the defaults every call shares.
+    /// A responder for the POST `pc`, with the defaults every call shares: the face's metrics,
+    /// timeout and keep-alive, the request's id and `Accept`. The one place the HTTP face
+    /// builds a `Responder`.
     pub fn responder(
         &self,
         pc: &PostCtx<'_>,
@@ -144,28 +191,18 @@ impl App {
         cancel: CancellationToken,
         started: Instant,
     ) -> Responder {
-        Responder {
+        let face = respond::FaceCtx {
             metrics: self.metrics.clone(),
             server: self.server.clone(),
-            method: method.to_owned(),
-            orig_id: jsonrpc::raw(pc.env.id.map(RawValue::get).unwrap_or("null")),
-            orig_token: None,
-            client_era,
-            accept_json: pc.accept_json,
-            accept_sse: pc.accept_sse,
-            deadline: started + self.cfg.call_timeout,
             timeout: self.cfg.call_timeout,
-            cancel,
             keepalive: self.cfg.keepalive,
-            server_requests: None,
-            extra_headers: Vec::new(),
-            started,
-            on_done: None,
-            mrtr: None,
-            // An open-ended listen is not a call waiting for an answer (it is an SSE stream).
-            inflight: (method != "subscriptions/listen")
-                .then(|| respond::GaugeGuard::new(self.metrics.calls_in_flight().clone())),
-        }
+        };
+        let accept = respond::Accept {
+            json: pc.accept_json,
+            sse: pc.accept_sse,
+        };
+        let orig_id = jsonrpc::raw(pc.env.id.map(RawValue::get).unwrap_or("null"));
+        Responder::new(face, method, orig_id, client_era, accept, started, cancel)
     }
 }
 

@@ -24,7 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::call::{Call, CallCtx, CallEvent, CallHandle, UpstreamEvent, UpstreamInfo};
 use crate::face::respond::{self, rpc_error, status_only, Body};
-use crate::face::run::{accepts, header_str, tool_name, PostCtx};
+use crate::face::run::{accepts, header_str, tool_name, CallRequest, PostCtx};
 use crate::face::session::{mint_id, InflightGuard, Session};
 use crate::face::state::App;
 use crate::framing;
@@ -303,18 +303,8 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
     }
     let params = pc.env.params.map(|p| p.to_owned());
     let upstream = s.upstream.clone();
-    app.run_call(
-        &upstream,
-        pc,
-        method,
-        params,
-        ctx,
-        cancel,
-        Some(s.clone()),
-        Some(done),
-        None,
-    )
-    .await
+    let call = CallRequest::new(&upstream, method, params, ctx, cancel).in_session(s.clone(), done);
+    app.run_call(pc, call).await
 }
 
 /// What a 2025 session asks of a 2026 child that the bridge keeps itself: the log level
