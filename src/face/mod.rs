@@ -3,8 +3,10 @@
 //!
 //! The HTTP face's modules point one way: `http` (listener, guards, routing) → `post` (POST
 //! classification) → `modern` / `session_http` (2026 stateless, 2025 sessions) → `rounds`,
-//! `listen` (era translation) → `run` (a call for a POST) → `respond` (JSON or SSE) and
-//! `state` (`App`, `HttpConfig`).
+//! `listen` (era translation) → `run` (a call for a POST) → `state` (`App`, `HttpConfig`) →
+//! `session` (2025 session state) → `respond` (JSON or SSE). `observe` (per-message counts)
+//! and `metrics_http` (the `/metrics` listener) hang off that chain the same way; nothing
+//! below points back up.
 
 pub mod http;
 pub mod listen;

@@ -73,8 +73,7 @@ pub fn rpc_error(
     data: Option<&serde_json::Value>,
 ) -> Response<Body> {
     let mut r = json(status, jsonrpc::error(id, code, msg, data));
-    r.extensions_mut()
-        .insert(crate::face::observe::BridgeRpcError(code));
+    r.extensions_mut().insert(BridgeRpcError(code));
     r
 }
 
@@ -83,6 +82,11 @@ pub fn status_only(status: StatusCode) -> Response<Body> {
     *r.status_mut() = status;
     r
 }
+
+/// Set on a response made by [`rpc_error`]: the JSON-RPC error code it carries (counted by
+/// `observe::answered` as the bridge's own error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeRpcError(pub i64);
 
 /// Where a call's server requests are recorded so the client's answers can be checked.
 pub trait ServerRequestSink: Send + Sync {

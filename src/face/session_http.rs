@@ -5,8 +5,9 @@
 //! The GET stream carries what the upstream sends outside any call. A 2026 upstream has no
 //! such stream, so for a session in front of one the bridge holds a `subscriptions/listen`
 //! call of its own (`start_listen`) and relays its notifications; that call is the bridge's,
-//! released without counting a cancellation. Calls go through `run` like every other POST;
-//! this module reads the face's state and `run`, and nothing above it.
+//! released without counting a cancellation. Calls go through `run` like every other POST
+//! (or `rounds`, for a 2026 upstream that may ask for input); this module reaches down to
+//! those, `respond`, `session` and the state, never up to `post` or `http`.
 
 use std::convert::Infallible;
 use std::sync::atomic::Ordering;
