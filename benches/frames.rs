@@ -167,10 +167,10 @@ fn no_tool_headers(_: &str) -> Vec<(String, String)> {
     Vec::new()
 }
 
-/// The whole request side of a 2026 POST, in the order `face::http::post`,
+/// The whole request side of a 2026 POST, in the order `face::post::post`,
 /// `face::modern::handle`, `App::run_call` and `ChildUpstream::start_on` do it.
 fn bridge_face_path(frame: &[u8]) -> Bytes {
-    // face::http::post
+    // face::post::post
     let env = Envelope::parse(frame).expect("valid");
     let kind = env.kind().expect("request");
     let has_modern_meta = kind == Kind::Request

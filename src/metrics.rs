@@ -352,7 +352,7 @@ impl Metrics {
     }
     /// An HTTP response the connection layer wrote itself, before any route saw a request (so
     /// route and method are `other`): hyper's answer to a request head it could not parse
-    /// (see `face::http::hyper_answer`), or a refusal at a connection limit.
+    /// (see `face::metrics_http::hyper_answer`), or a refusal at a connection limit.
     pub fn http_connection_response(&self, status: u16) {
         self.http_response("other", "other", status);
     }

@@ -21,8 +21,9 @@ use tracing::debug;
 
 use crate::call::{Call, CallCtx, Outcome};
 use crate::call::{SharedUpstream, UpstreamEvent, UpstreamInfo};
-use crate::face::http::{App, PostCtx};
 use crate::face::respond::{Body, GaugeGuard};
+use crate::face::run::PostCtx;
+use crate::face::state::App;
 use crate::framing;
 use crate::jsonrpc::{self, Envelope, Fields};
 use crate::notifications::{acknowledgement, completion, tagged, Honoured, ResourceSubs};

@@ -1,5 +1,7 @@
 //! The Prometheus exposition endpoint: `GET /metrics` in the text format, on its own listener
-//! (`--metrics-listen ADDR`) and, with `--metrics-on-main`, on the main one as well.
+//! (`--metrics-listen ADDR`) and, with `--metrics-on-main`, on the main one as well. Also
+//! `hyper_answer`: which answers hyper wrote on its own, counted by both listeners (it sits
+//! here, below the main listener in `http`, so that neither reaches up into the other).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,6 +19,35 @@ use crate::metrics::Metrics;
 
 /// The `route` label of metrics requests.
 pub const ROUTE: &str = "metrics";
+
+/// The status hyper 1 answered with on its own before closing a connection with `e`, if it
+/// did (`Server::on_error` in hyper's `proto::h1::role`): 431 for a request head over its
+/// limits (more than 100 headers, or larger than the read buffer), 414 for a URI over 65,534
+/// bytes, 400 for any other head it cannot parse (request line, header syntax,
+/// `Content-Length`, `Transfer-Encoding`). It writes nothing for an HTTP/2 preface on an HTTP/1
+/// connection, for its internal parse errors, nor for I/O errors, timeouts or HTTP/2 errors.
+pub fn hyper_answer(e: &(dyn std::error::Error + 'static)) -> Option<u16> {
+    let mut cur = Some(e);
+    let h = loop {
+        let c = cur?;
+        if let Some(h) = c.downcast_ref::<hyper::Error>() {
+            break h;
+        }
+        cur = c.source();
+    };
+    if !h.is_parse() || h.is_parse_version_h2() || h.is_parse_status() {
+        return None;
+    }
+    // Only the message tells these kinds apart (hyper's predicates group them).
+    let what = h.to_string();
+    if h.is_parse_too_large() {
+        return Some(if what == "URI too long" { 414 } else { 431 });
+    }
+    if what.starts_with("internal error") {
+        return None;
+    }
+    Some(400)
+}
 
 /// `GET` (or `HEAD`) → the text exposition; other methods → 405.
 pub fn exposition(m: &Metrics, method: &Method) -> Response<Body> {
@@ -82,7 +113,7 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, stop: Cancellat
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 r = conn => if let Err(e) = r {
-                    if let Some(status) = crate::face::http::hyper_answer(&e) {
+                    if let Some(status) = hyper_answer(&e) {
                         m2.http_connection_response(status);
                     }
                     debug!("metrics connection ended: {e}");
@@ -90,5 +121,100 @@ pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, stop: Cancellat
                 _ = stop.cancelled() => {}
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use hyper_util::rt::TokioExecutor;
+
+    use super::*;
+
+    type ConnEnd = Option<Box<dyn std::error::Error + Send + Sync>>;
+
+    /// Feed `input` to a real hyper connection (the builder `http::accept_loop` uses), then close the
+    /// write side if `close`; returns what hyper wrote back and how the connection ended.
+    async fn hyper_on(input: Vec<u8>, close: bool) -> (String, ConnEnd) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut client, server) = tokio::io::duplex(1 << 23);
+        let svc = hyper::service::service_fn(|_req: Request<Incoming>| async {
+            Ok::<_, std::convert::Infallible>(respond::status_only(StatusCode::OK))
+        });
+        let conn = tokio::spawn(async move {
+            hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                .serve_connection_with_upgrades(TokioIo::new(server), svc)
+                .await
+        });
+        client.write_all(&input).await.unwrap();
+        if close {
+            client.shutdown().await.unwrap();
+        }
+        let mut out = Vec::new();
+        client.read_to_end(&mut out).await.unwrap();
+        let ended = conn.await.unwrap();
+        (String::from_utf8_lossy(&out).into_owned(), ended.err())
+    }
+
+    /// `hyper_answer` names exactly the status this hyper version wrote itself.
+    #[tokio::test]
+    async fn hyper_answer_matches_what_hyper_wrote() {
+        let mut many = b"GET /mcp HTTP/1.1\r\nHost: x\r\n".to_vec();
+        for i in 0..101 {
+            many.extend_from_slice(format!("X-H{i}: v\r\n").as_bytes());
+        }
+        many.extend_from_slice(b"\r\n");
+        let mut big = b"GET /mcp HTTP/1.1\r\nHost: x\r\nX-Big: ".to_vec();
+        big.resize(big.len() + 2_000_000, b'a');
+        big.extend_from_slice(b"\r\n\r\n");
+        let mut long_uri = b"GET /".to_vec();
+        long_uri.resize(long_uri.len() + 70_000, b'a');
+        long_uri.extend_from_slice(b" HTTP/1.1\r\nHost: x\r\n\r\n");
+        let cases: Vec<(&str, Vec<u8>, u16)> = vec![
+            ("too many headers", many, 431),
+            ("a head over the read buffer", big, 431),
+            ("a long URI", long_uri, 414),
+            (
+                "a bad Content-Length",
+                b"POST /mcp HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n".to_vec(),
+                400,
+            ),
+            (
+                "a bad Transfer-Encoding",
+                b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n".to_vec(),
+                400,
+            ),
+            (
+                "a garbage request line",
+                b"THIS IS NOT HTTP\r\n\r\n".to_vec(),
+                400,
+            ),
+            ("control bytes", b"\x01\x02\x03\r\n\r\n".to_vec(), 400),
+            (
+                "a bad header name",
+                b"GET /mcp HTTP/1.1\r\nHost: x\r\nBad Name: v\r\n\r\n".to_vec(),
+                400,
+            ),
+        ];
+        for (what, input, want) in cases {
+            let (out, err) = hyper_on(input, false).await;
+            let wrote: Option<u16> = out
+                .strip_prefix("HTTP/1.1 ")
+                .and_then(|r| r.get(..3))
+                .and_then(|c| c.parse().ok());
+            assert_eq!(
+                wrote,
+                Some(want),
+                "{what}: hyper wrote {out:?}, ended with {err:?}"
+            );
+            let err = err.unwrap_or_else(|| panic!("{what}: the connection ended without error"));
+            assert_eq!(hyper_answer(&*err), Some(want), "{what}: {err}");
+        }
+        // A head cut short: hyper writes nothing, and nothing is counted.
+        let (out, err) = hyper_on(b"GET /mcp HTTP/1.1\r\nHost: x\r\n".to_vec(), true).await;
+        assert_eq!(out, "");
+        let err = err.expect("a head cut short is a connection error");
+        assert_eq!(hyper_answer(&*err), None, "{err}");
+        let io: Box<dyn std::error::Error + Send + Sync> = Box::new(std::io::Error::other("x"));
+        assert_eq!(hyper_answer(&*io), None);
     }
 }

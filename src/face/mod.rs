@@ -1,6 +1,12 @@
-//! Faces: where the peer that asks connects. Today: the Streamable HTTP server face
-//! ([`http`], with [`respond`], [`session`], [`modern`], [`rounds`], [`listen`]) and the host's
-//! stdio face of `connect` ([`stdio`]).
+//! Faces: where the peer that asks connects: the Streamable HTTP server face (`http` and the
+//! modules under it) and the host's stdio face of `connect` (`stdio`).
+//!
+//! The HTTP face's modules point one way: `http` (listener, guards, routing) → `post` (POST
+//! classification) → `modern` / `session_http` (2026 stateless, 2025 sessions) → `rounds`,
+//! `listen` (era translation) → `run` (a call for a POST) → `state` (`App`, `HttpConfig`) →
+//! `session` (2025 session state) → `respond` (JSON or SSE). `observe` (per-message counts)
+//! and `metrics_http` (the `/metrics` listener) hang off that chain the same way; nothing
+//! below points back up.
 //!
 //! The face calls auth's hook, never the other way round: the HTTP face's configuration is
 //! handed to `crate::auth` through the [`crate::auth::Endpoint`] trait implemented here.
@@ -10,9 +16,13 @@ pub mod listen;
 pub mod metrics_http;
 pub mod modern;
 pub mod observe;
+pub mod post;
 pub mod respond;
 pub mod rounds;
+pub mod run;
 pub mod session;
+pub mod session_http;
+pub mod state;
 pub mod stdio;
 pub mod stdio_observe;
 

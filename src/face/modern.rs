@@ -8,8 +8,9 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::call::CallCtx;
-use crate::face::http::{App, PostCtx};
 use crate::face::respond::{self, rpc_error, status_only, Body};
+use crate::face::run::{CallRequest, PostCtx};
+use crate::face::state::App;
 use crate::jsonrpc::{self, code, Fields, Kind, ParamsView};
 use crate::mrtr::INPUT_TTL;
 use crate::protocol::{self, Era};
@@ -245,7 +246,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         }
     }
     let mut ctx = CallCtx::modern();
-    ctx.tool = crate::face::http::tool_name(method, &pc.view);
+    ctx.tool = crate::face::run::tool_name(method, &pc.view);
     let level = protocol::log_level_value(pc.view.meta(protocol::META_LOG_LEVEL));
     if level.is_err() {
         app.metrics
@@ -289,18 +290,8 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     } else {
         app.children.clone()
     };
-    app.run_call(
-        &app.upstream,
-        pc,
-        method,
-        params,
-        ctx,
-        cancel,
-        None,
-        None,
-        mrtr,
-    )
-    .await
+    let call = CallRequest::new(&app.upstream, method, params, ctx, cancel).with_mrtr(mrtr);
+    app.run_call(pc, call).await
 }
 
 /// Who the caller is, for binding `requestState`: the authenticated identity, or one shared
@@ -380,10 +371,11 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         }
         return respond::json(StatusCode::OK, jsonrpc::result(rid, &body));
     }
-    let mut r = app.responder(pc, method, Era::Modern, app.children.clone(), pc.arrived);
-    r.orig_token = pc.view.meta("progressToken").map(|t| t.to_owned());
-    r.mrtr = Some(mrtr_ctx(app, pc, parked.round, Some(claims.park)));
-    r.respond(parked.handle).await
+    app.responder(pc, method, Era::Modern, app.children.clone(), pc.arrived)
+        .with_progress_token(pc.view.meta("progressToken").map(|t| t.to_owned()))
+        .with_mrtr(mrtr_ctx(app, pc, parked.round, Some(claims.park)))
+        .respond(parked.handle)
+        .await
 }
 
 /// A `DiscoverResult` built from a 2025 child's `InitializeResult`.

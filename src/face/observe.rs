@@ -9,13 +9,9 @@
 
 use http::Response;
 
-use crate::face::http::App;
-use crate::face::respond::Body;
+use crate::face::respond::{Body, BridgeRpcError};
+use crate::face::state::App;
 use crate::jsonrpc::Kind;
-
-/// Set on a response made by `respond::rpc_error`: the JSON-RPC error code it carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct BridgeRpcError(pub i64);
 
 /// Count a parsed message as it arrives (requests only), before anything can abandon it.
 pub fn received(app: &App, kind: Kind, method: &str) {

@@ -53,10 +53,14 @@ pub fn rpc_error(
     data: Option<&serde_json::Value>,
 ) -> Response<Body> {
     let mut r = json(status, jsonrpc::error(id, code, msg, data));
-    r.extensions_mut()
-        .insert(crate::face::observe::BridgeRpcError(code));
+    r.extensions_mut().insert(BridgeRpcError(code));
     r
 }
+
+/// Set on a response made by [`rpc_error`]: the JSON-RPC error code it carries (counted by
+/// `observe::answered` as the bridge's own error).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeRpcError(pub i64);
 
 /// Where a call's server requests are recorded so the client's answers can be checked.
 pub trait ServerRequestSink: Send + Sync {
@@ -68,32 +72,52 @@ pub trait ServerRequestSink: Send + Sync {
     }
 }
 
-/// Everything the responder needs about the request it answers.
-pub struct Responder {
+/// What every responder of one face shares: the metrics it counts in, the server name it
+/// counts under, and the face's call timeout and SSE keep-alive interval.
+#[derive(Clone)]
+pub struct FaceCtx {
     pub metrics: Arc<Metrics>,
     pub server: Arc<str>,
-    pub method: String,
-    pub orig_id: Box<RawValue>,
-    /// The caller's progress token, restored on progress notifications.
-    pub orig_token: Option<Box<RawValue>>,
-    pub client_era: Era,
-    pub accept_json: bool,
-    pub accept_sse: bool,
-    pub deadline: Instant,
+    /// How long a call may take; also the message of its timeout error.
     pub timeout: Duration,
-    /// Explicit cancellation (a 2025 client's `notifications/cancelled`, or shutdown).
-    pub cancel: CancellationToken,
     pub keepalive: Duration,
-    pub server_requests: Option<Arc<dyn ServerRequestSink>>,
-    pub extra_headers: Vec<(&'static str, String)>,
-    pub started: Instant,
+}
+
+/// What the request's `Accept` header takes.
+#[derive(Debug, Clone, Copy)]
+pub struct Accept {
+    pub json: bool,
+    pub sse: bool,
+}
+
+/// Everything the responder needs about the request it answers. Built by
+/// [`Responder::new`] with what every response needs, plus `with_*` for the optional parts
+/// (the HTTP face builds it in one place, `App::responder`).
+pub struct Responder {
+    metrics: Arc<Metrics>,
+    server: Arc<str>,
+    method: String,
+    orig_id: Box<RawValue>,
+    /// The caller's progress token, restored on progress notifications.
+    orig_token: Option<Box<RawValue>>,
+    client_era: Era,
+    accept_json: bool,
+    accept_sse: bool,
+    deadline: Instant,
+    timeout: Duration,
+    /// Explicit cancellation (a 2025 client's `notifications/cancelled`, or shutdown).
+    cancel: CancellationToken,
+    keepalive: Duration,
+    server_requests: Option<Arc<dyn ServerRequestSink>>,
+    extra_headers: Vec<(&'static str, String)>,
+    started: Instant,
     /// Dropped when the response is complete (e.g. forgets a 2025 call's cancel handle).
-    pub on_done: Option<Box<dyn Send + Sync>>,
+    on_done: Option<Box<dyn Send + Sync>>,
     /// Set for 2026 clients of a 2025 upstream: server requests become `input_required`.
-    pub mrtr: Option<MrtrCtx>,
+    mrtr: Option<MrtrCtx>,
     /// Holds `calls_in_flight` up for this call: dropped with the final answer (or with the
     /// responder, when the call is cancelled or the client goes), also on an SSE stream.
-    pub inflight: Option<GaugeGuard>,
+    inflight: Option<GaugeGuard>,
 }
 
 enum Step {
@@ -104,6 +128,80 @@ enum Step {
 }
 
 impl Responder {
+    /// A responder for request `orig_id` (`method`, from a `client_era` client) that reached
+    /// the face at `started`: its deadline is the face's timeout after that, `cancel` cancels
+    /// it explicitly. It counts as a call in flight from now until its final answer, except a
+    /// `subscriptions/listen` (an open-ended stream, not a call waiting for an answer).
+    pub fn new(
+        face: FaceCtx,
+        method: &str,
+        orig_id: Box<RawValue>,
+        client_era: Era,
+        accept: Accept,
+        started: Instant,
+        cancel: CancellationToken,
+    ) -> Self {
+        let inflight = (method != "subscriptions/listen")
+            .then(|| GaugeGuard::new(face.metrics.calls_in_flight().clone()));
+        Self {
+            metrics: face.metrics,
+            server: face.server,
+            method: method.to_owned(),
+            orig_id,
+            orig_token: None,
+            client_era,
+            accept_json: accept.json,
+            accept_sse: accept.sse,
+            deadline: started + face.timeout,
+            timeout: face.timeout,
+            cancel,
+            keepalive: face.keepalive,
+            server_requests: None,
+            extra_headers: Vec::new(),
+            started,
+            on_done: None,
+            mrtr: None,
+            inflight,
+        }
+    }
+
+    /// End the call at `deadline` instead of the face's timeout after it started.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    /// The caller's progress token (if it sent one), restored on progress notifications.
+    pub fn with_progress_token(mut self, token: Option<Box<RawValue>>) -> Self {
+        self.orig_token = token;
+        self
+    }
+
+    /// Record the call's server requests in `sink` (and offer them to its capability gate).
+    pub fn with_server_requests(mut self, sink: Arc<dyn ServerRequestSink>) -> Self {
+        self.server_requests = Some(sink);
+        self
+    }
+
+    /// Keep `guard` until the response is complete.
+    pub fn with_on_done(mut self, guard: Box<dyn Send + Sync>) -> Self {
+        self.on_done = Some(guard);
+        self
+    }
+
+    /// A 2026 client of a 2025 upstream: the upstream's requests park the call as
+    /// `input_required`.
+    pub fn with_mrtr(mut self, mrtr: MrtrCtx) -> Self {
+        self.mrtr = Some(mrtr);
+        self
+    }
+
+    /// One more header on the response.
+    pub fn with_header(mut self, name: &'static str, value: String) -> Self {
+        self.extra_headers.push((name, value));
+        self
+    }
+
     /// HTTP status for a final JSON-RPC error on the 2026 path.
     fn status_for(&self, code: Option<i64>) -> StatusCode {
         if self.client_era != Era::Modern {

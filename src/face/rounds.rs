@@ -20,9 +20,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Call, CallCtx, CallEvent, Outcome};
-use crate::face::http::{App, PostCtx};
 use crate::face::respond::{self, Body, GaugeGuard, Next};
+use crate::face::run::PostCtx;
 use crate::face::session::Session;
+use crate::face::state::App;
 use crate::framing;
 use crate::jsonrpc::{self, code, Fields};
 

@@ -1,0 +1,576 @@
+//! The 2025 session endpoints of the HTTP face: `initialize` (which mints a session and, with
+//! `--isolation session`, its own child), POSTs on a session (notifications, the client's
+//! answers to server requests, requests), the session's GET stream and DELETE.
+//!
+//! The GET stream carries what the upstream sends outside any call. A 2026 upstream has no
+//! such stream, so for a session in front of one the bridge holds a `subscriptions/listen`
+//! call of its own (`start_listen`) and relays its notifications; that call is the bridge's,
+//! released without counting a cancellation. Calls go through `run` like every other POST
+//! (or `rounds`, for a 2026 upstream that may ask for input); this module reaches down to
+//! those, `respond`, `session` and the state, never up to `post` or `http`.
+
+use std::convert::Infallible;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
+use http_body_util::BodyExt;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use crate::call::{Call, CallCtx, CallEvent, CallHandle, UpstreamEvent, UpstreamInfo};
+use crate::face::respond::{self, rpc_error, status_only, Body};
+use crate::face::run::{accepts, header_str, tool_name, CallRequest, PostCtx};
+use crate::face::session::{mint_id, InflightGuard, Session};
+use crate::face::state::App;
+use crate::framing;
+use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
+use crate::protocol::{self, Era};
+
+/// `_meta` a 2025 client's calls carry to a 2026 child.
+fn session_meta(params: Option<&RawValue>) -> Vec<(String, Box<RawValue>)> {
+    let f = params.and_then(Fields::parse);
+    let caps = f
+        .as_ref()
+        .and_then(|f| f.get("capabilities"))
+        .map(|c| c.to_owned())
+        .unwrap_or_else(|| jsonrpc::raw("{}"));
+    let mut v = vec![
+        (
+            protocol::META_PROTOCOL_VERSION.to_owned(),
+            jsonrpc::raw(&format!("\"{}\"", protocol::MODERN)),
+        ),
+        (protocol::META_CLIENT_CAPABILITIES.to_owned(), caps),
+    ];
+    if let Some(ci) = f.as_ref().and_then(|f| f.get("clientInfo")) {
+        v.push((protocol::META_CLIENT_INFO.to_owned(), ci.to_owned()));
+    }
+    v
+}
+
+/// The `InitializeResult` a 2025 client gets: the upstream's own, or one built from its
+/// `server/discover` result (`era::lifecycle`, shared with connect).
+fn initialize_result(info: &UpstreamInfo, version: &str) -> String {
+    let src = info.initialize.as_ref().or(info.discover.as_ref());
+    crate::era::lifecycle::initialize_from(src.map(|r| &**r), version)
+}
+
+/// `initialize`: a new 2025 session (refused when the face holds `max_sessions` already).
+pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
+    let id = pc.env.id.map(RawValue::get);
+    if pc.kind != Kind::Request {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            code::INVALID_REQUEST,
+            "initialize must be a request",
+            None,
+        );
+    }
+    if app.sessions.len() >= app.cfg.max_sessions {
+        // Make room by expiring idle ones first.
+        app.sessions.expire(Duration::from_secs(1));
+        if app.sessions.len() >= app.cfg.max_sessions {
+            return rpc_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                id,
+                code::UPSTREAM_UNAVAILABLE,
+                "too many sessions; try again later",
+                None,
+            );
+        }
+    }
+    let requested = pc.env.params.and_then(Fields::parse).and_then(|f| {
+        f.get("protocolVersion")
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+    });
+    let version = protocol::negotiate_legacy(requested.as_deref());
+    let Some(sid) = mint_id() else {
+        return rpc_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            id,
+            code::INTERNAL_ERROR,
+            "no randomness for a session id",
+            None,
+        );
+    };
+    let (upstream, owns) = match &app.spawn_for_session {
+        Some(spawn) => (spawn(Arc::from(sid.as_str())), true),
+        None => (app.upstream.clone(), false),
+    };
+    let info = match upstream.info(app.cfg.start_wait).await {
+        Ok(i) => i,
+        Err(e) => {
+            if owns {
+                upstream.stop();
+            }
+            app.metrics.rpc_error(
+                &app.server,
+                "initialize",
+                code::UPSTREAM_UNAVAILABLE,
+                "bridge",
+            );
+            return respond::json(StatusCode::OK, jsonrpc::error_raw(id, &e.error_object()));
+        }
+    };
+    let session = Arc::new(Session::new(
+        sid.clone(),
+        version.to_owned(),
+        session_meta(pc.env.params),
+        upstream,
+        owns,
+        app.metrics.sessions("2025"),
+    ));
+    app.sessions.insert(session);
+    info!(session = %&sid[..8], version, "2025 session started");
+    let body = jsonrpc::result(id.unwrap_or("null"), &initialize_result(&info, version));
+    let mut r = if pc.accept_json || !pc.accept_sse {
+        respond::json(StatusCode::OK, body)
+    } else {
+        let mut r = Response::new(respond::full(framing::sse_event(&body)));
+        r.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        r
+    };
+    if let Ok(v) = HeaderValue::from_str(&sid) {
+        r.headers_mut().insert(protocol::H_SESSION_ID, v);
+    }
+    r
+}
+
+fn session_for(app: &App, h: &HeaderMap, id: Option<&str>) -> Result<Arc<Session>, Response<Body>> {
+    let Some(sid) = header_str(h, protocol::H_SESSION_ID) else {
+        return Err(rpc_error(
+            StatusCode::BAD_REQUEST,
+            id,
+            code::INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required",
+            None,
+        ));
+    };
+    match app.sessions.get(sid) {
+        Some(s) => {
+            s.touch();
+            Ok(s)
+        }
+        None => Err(rpc_error(
+            StatusCode::NOT_FOUND,
+            id,
+            code::INVALID_REQUEST,
+            "Session not found (it expired or was deleted): initialize again",
+            None,
+        )),
+    }
+}
+
+/// A POST on a 2025 session: a notification, the client's answer to a server request, or a
+/// request.
+pub async fn session_post(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
+    let id = pc.env.id.map(RawValue::get);
+    let s = match session_for(app, pc.headers, id) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if let Some(v) = header_str(pc.headers, protocol::H_PROTOCOL_VERSION) {
+        if !protocol::is_legacy_version(v) {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id,
+                code::INVALID_REQUEST,
+                &format!("Bad Request: unsupported MCP-Protocol-Version {v}"),
+                Some(&json!({"supported": protocol::LEGACY_VERSIONS, "requested": v})),
+            );
+        }
+    }
+    match pc.kind {
+        Kind::Notification => session_notification(&s, pc).await,
+        Kind::Response => session_answer(app, &s, pc),
+        Kind::Request => session_request(app, &s, pc).await,
+    }
+}
+
+/// A session's notification: a cancellation is the bridge's to act on; others go to a 2025
+/// child as they are (a 2026 child has no session to tell).
+async fn session_notification(s: &Session, pc: &PostCtx<'_>) -> Response<Body> {
+    match pc.env.method() {
+        "notifications/initialized" => {}
+        "notifications/cancelled" => {
+            let target = jsonrpc_field(pc.env.params, "requestId");
+            if let Some(t) = target {
+                if s.cancel_call(&t) {
+                    debug!(request = %t, "client cancelled a call");
+                }
+            }
+        }
+        _ => {
+            let legacy_child = s
+                .upstream
+                .info(Duration::ZERO)
+                .await
+                .map(|i| i.era == Era::Legacy)
+                .unwrap_or(false);
+            if legacy_child {
+                let _ = s.upstream.send_notification(framing::single_line(pc.body));
+            }
+        }
+    }
+    status_only(StatusCode::ACCEPTED)
+}
+
+/// The client answers a request: one the bridge made on a 2026 upstream's behalf, or one the
+/// 2025 child made (forwarded under the child's own id).
+fn session_answer(app: &App, s: &Session, pc: &PostCtx<'_>) -> Response<Body> {
+    let rid = pc.env.id.map(RawValue::get).unwrap_or("null");
+    let answer = match (pc.env.result, pc.env.error) {
+        (Some(r), _) => Ok(r.to_owned()),
+        (None, Some(e)) => Err(e.to_owned()),
+        (None, None) => Err(jsonrpc::raw("{}")),
+    };
+    if s.deliver_answer(rid, answer) {
+        // An answer to a request the bridge made on a 2026 upstream's behalf.
+    } else if s.take_server_request(rid) {
+        if let Err(e) = s.upstream.send_response(framing::single_line(pc.body)) {
+            warn!("could not forward the client's answer to the child: {e}");
+        }
+    } else {
+        app.metrics.dropped("unknown_id");
+        debug!(
+            id = rid,
+            "client answered a request the bridge did not send it; dropped"
+        );
+    }
+    status_only(StatusCode::ACCEPTED)
+}
+
+/// A session's request: answered by the bridge (ping, and what a 2026 child has no
+/// counterpart for), run in `input_required` rounds (a 2026 child that may ask for input), or
+/// run as one call.
+async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> Response<Body> {
+    let rid = pc.env.id.map(RawValue::get).unwrap_or("null");
+    let method = pc.env.method();
+    if method == "ping" {
+        return respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"));
+    }
+    let child_era = s
+        .upstream
+        .info(app.cfg.start_wait)
+        .await
+        .map(|i| i.era)
+        .unwrap_or(Era::Legacy);
+    if method == "logging/setLevel" {
+        let level = jsonrpc_field(pc.env.params, "level")
+            .and_then(|l| serde_json::from_str::<String>(&l).ok())
+            .and_then(|l| protocol::log_level(&l));
+        let Some((level, _)) = level else {
+            return rpc_error(
+                StatusCode::OK,
+                Some(rid),
+                code::INVALID_PARAMS,
+                "invalid or missing logging level",
+                None,
+            );
+        };
+        s.set_log_level(level);
+    }
+    if child_era == Era::Modern {
+        if let Some(r) = kept_by_bridge(s, pc, rid, method) {
+            return r;
+        }
+    }
+    let ctx = CallCtx {
+        client_era: Era::Legacy,
+        stamp_meta: s.call_meta(),
+        session: Some(s.id.clone()),
+        accepts_server_requests: pc.accept_sse,
+        log_level: Some(s.log_level().unwrap_or("debug")),
+        tool: tool_name(method, &pc.view),
+    };
+    let cancel = s.begin_call(rid);
+    let done = InflightGuard {
+        session: s.clone(),
+        id: rid.to_owned(),
+        detached: None,
+    };
+    if child_era == Era::Modern && crate::mrtr::is_mrtr_method(method) {
+        return crate::face::rounds::run(app.clone(), pc, s.clone(), ctx, cancel, Box::new(done))
+            .await;
+    }
+    let params = pc.env.params.map(|p| p.to_owned());
+    let upstream = s.upstream.clone();
+    let call = CallRequest::new(&upstream, method, params, ctx, cancel).in_session(s.clone(), done);
+    app.run_call(pc, call).await
+}
+
+/// What a 2025 session asks of a 2026 child that the bridge keeps itself: the log level
+/// (it travels as `_meta` logLevel on the session's later requests) and resource
+/// subscriptions (the session's GET stream holds a listen stream on the child with these
+/// URIs). None for every other request.
+fn kept_by_bridge(
+    s: &Session,
+    pc: &PostCtx<'_>,
+    rid: &str,
+    method: &str,
+) -> Option<Response<Body>> {
+    match method {
+        "logging/setLevel" => Some(respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"))),
+        "resources/subscribe" | "resources/unsubscribe" => {
+            let Some(uri) = jsonrpc_field(pc.env.params, "uri")
+                .and_then(|u| serde_json::from_str::<String>(&u).ok())
+            else {
+                return Some(rpc_error(
+                    StatusCode::OK,
+                    Some(rid),
+                    code::INVALID_PARAMS,
+                    "params.uri is required",
+                    None,
+                ));
+            };
+            s.set_resource_subscription(&uri, method == "resources/subscribe");
+            Some(respond::json(StatusCode::OK, jsonrpc::result(rid, "{}")))
+        }
+        _ => None,
+    }
+}
+
+/// A top-level params field as raw JSON text.
+fn jsonrpc_field(params: Option<&RawValue>, key: &str) -> Option<String> {
+    Fields::parse(params?)?.get(key).map(|v| v.get().to_owned())
+}
+
+/// Open a `subscriptions/listen` on a 2026 child for a 2025 session's GET stream: every
+/// list-changed type and the resources the session subscribed to.
+async fn start_listen(s: &Arc<Session>) -> Option<CallHandle> {
+    // The same filter connect holds for a 2025 host: the list changes the upstream offers,
+    // plus the session's resource subscriptions (`notifications::legacy_filter`).
+    let caps = s
+        .upstream
+        .info(Duration::from_secs(5))
+        .await
+        .ok()?
+        .capabilities();
+    let filter = crate::notifications::legacy_filter(&caps, &s.resource_uris());
+    let params = json!({ "notifications": filter }).to_string();
+    let call = Call {
+        method: "subscriptions/listen".into(),
+        params: Some(jsonrpc::raw(&params)),
+        ctx: CallCtx {
+            client_era: Era::Legacy,
+            stamp_meta: s.call_meta(),
+            session: Some(s.id.clone()),
+            accepts_server_requests: false,
+            log_level: None,
+            tool: None,
+        },
+    };
+    let mut h = s.upstream.call(call, Duration::from_secs(5)).await.ok()?;
+    // The bridge's own call: when the session, its GET stream or this subscription set ends,
+    // the child is told, but that is no client's cancellation.
+    h.set_cancel_reason(crate::call::RELEASED_BY_BRIDGE);
+    Some(h)
+}
+/// The next event of a held listen call; pending forever when there is none. `None` when the
+/// listen call ended.
+async fn next_listen_event(h: &mut Option<CallHandle>) -> Option<CallEvent> {
+    match h {
+        None => std::future::pending().await,
+        Some(h) => tokio::select! {
+            ev = h.events.recv(), if !h.events.is_closed() || !h.events.is_empty() => ev,
+            _ = &mut h.outcome => None,
+        },
+    }
+}
+
+/// GET on a session: its stream of what the upstream sends outside any call (one per
+/// session). A 2026 client has no GET stream.
+pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
+    let (_, sse) = accepts(h);
+    if !sse {
+        return status_only(StatusCode::NOT_ACCEPTABLE);
+    }
+    if header_str(h, protocol::H_SESSION_ID).is_none() {
+        // A 2026 client (or none): there is no GET stream in 2026-07-28.
+        let mut r = status_only(StatusCode::METHOD_NOT_ALLOWED);
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
+    let s = match session_for(app, h, None) {
+        Ok(s) => s,
+        Err(r) => return r,
+    };
+    if s.get_stream_open.swap(true, Ordering::AcqRel) {
+        return rpc_error(
+            StatusCode::CONFLICT,
+            None,
+            code::INVALID_REQUEST,
+            "Conflict: this session already has a GET stream open",
+            None,
+        );
+    }
+    let rx = s.upstream.subscribe();
+    // A 2026 child has no GET stream: hold a listen stream on it for this session instead.
+    let modern_child = s
+        .upstream
+        .info(Duration::ZERO)
+        .await
+        .is_ok_and(|i| i.era == Era::Modern);
+    let listen = if modern_child {
+        start_listen(&s).await
+    } else {
+        None
+    };
+    let st = GetStream {
+        s,
+        modern_child,
+        listen,
+        rx,
+        stopping: app.stopping.clone(),
+        keepalive: app.cfg.keepalive,
+        _g: respond::GaugeGuard::new(app.metrics.sse_streams().clone()),
+    };
+    let stream = futures_util::stream::unfold(st, |mut st| async move {
+        let bytes = st.next_bytes().await?;
+        Some((Ok::<_, Infallible>(hyper::body::Frame::data(bytes)), st))
+    });
+    respond::sse_response(BodyExt::boxed_unsync(http_body_util::StreamBody::new(
+        stream,
+    )))
+}
+
+/// One session's open GET stream. Dropping it (the client went, the session ended, shutdown)
+/// marks the session's stream closed and releases the held listen call.
+struct GetStream {
+    s: Arc<Session>,
+    modern_child: bool,
+    /// The listen call held on a 2026 child for this session (None: none, or it ended).
+    listen: Option<CallHandle>,
+    rx: broadcast::Receiver<UpstreamEvent>,
+    stopping: CancellationToken,
+    keepalive: Duration,
+    _g: respond::GaugeGuard,
+}
+
+impl Drop for GetStream {
+    fn drop(&mut self) {
+        self.s.get_stream_open.store(false, Ordering::Release);
+        self.s.touch();
+    }
+}
+
+/// What to do with one thing that arrived for the stream.
+enum Then {
+    Send(Bytes),
+    Skip,
+    End,
+}
+
+impl GetStream {
+    /// The next bytes to write (an SSE event or a keep-alive); None ends the stream.
+    async fn next_bytes(&mut self) -> Option<Bytes> {
+        loop {
+            let ev = tokio::select! {
+                ev = self.rx.recv() => ev,
+                lev = next_listen_event(&mut self.listen) => match self.on_listen_event(lev) {
+                    Some(b) => return Some(b),
+                    None => continue,
+                },
+                _ = self.s.resubscribe.notified(), if self.modern_child => {
+                    self.listen = None;
+                    self.listen = start_listen(&self.s).await;
+                    continue;
+                }
+                _ = tokio::time::sleep(self.keepalive) => {
+                    self.s.touch();
+                    return Some(Bytes::from_static(framing::SSE_KEEPALIVE));
+                }
+                _ = self.s.closed.cancelled() => return None,
+                _ = self.stopping.cancelled() => return None,
+            };
+            match self.on_upstream_event(ev) {
+                Then::Send(b) => return Some(b),
+                Then::Skip => continue,
+                Then::End => return None,
+            }
+        }
+    }
+
+    /// An event of the held listen call: its notifications go out (not its acknowledgement).
+    fn on_listen_event(&mut self, lev: Option<CallEvent>) -> Option<Bytes> {
+        match lev {
+            Some(CallEvent::Notification { method, params })
+                if method != "notifications/subscriptions/acknowledged" =>
+            {
+                let f = jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
+                Some(framing::sse_event(&f))
+            }
+            Some(_) => None,
+            None => {
+                self.listen = None; // the child ended it; re-listen on the next change
+                None
+            }
+        }
+    }
+
+    /// Upstream traffic outside any call: notifications, and server requests for this session
+    /// (offered to its capability gate first).
+    fn on_upstream_event(&self, ev: Result<UpstreamEvent, broadcast::error::RecvError>) -> Then {
+        match ev {
+            Ok(UpstreamEvent::Notification(f)) => Then::Send(framing::sse_event(&f)),
+            Ok(UpstreamEvent::ServerRequest { session, frame }) if session == self.s.id => {
+                if let Ok(env) = Envelope::parse(&frame) {
+                    if let Some(id) = env.id {
+                        if !respond::ServerRequestSink::admit(
+                            &*self.s,
+                            id,
+                            env.method(),
+                            env.params,
+                        ) {
+                            return Then::Skip;
+                        }
+                        respond::ServerRequestSink::register(&*self.s, id);
+                    }
+                }
+                Then::Send(framing::sse_event(&frame))
+            }
+            Ok(_) => Then::Skip,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                warn!(lost = n, "GET stream fell behind; notifications lost");
+                Then::Skip
+            }
+            Err(broadcast::error::RecvError::Closed) => Then::End,
+        }
+    }
+}
+
+/// DELETE on a session: the client ends it.
+pub fn delete(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
+    let Some(sid) = header_str(h, protocol::H_SESSION_ID) else {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            None,
+            code::INVALID_REQUEST,
+            "Bad Request: Mcp-Session-Id header is required",
+            None,
+        );
+    };
+    match app.sessions.remove(sid) {
+        Some(_) => {
+            info!(session = %sid.get(..8).unwrap_or(sid), "session deleted by the client");
+            status_only(StatusCode::OK)
+        }
+        None => rpc_error(
+            StatusCode::NOT_FOUND,
+            None,
+            code::INVALID_REQUEST,
+            "Session not found",
+            None,
+        ),
+    }
+}

@@ -1,0 +1,103 @@
+//! The HTTP face's shared state: how it is configured (`HttpConfig`) and what every request
+//! handler reaches through one `Arc<App>` (the upstream, 2025 sessions, parked 2026 calls,
+//! metrics, the shutdown tokens).
+//!
+//! It sits at the bottom of the face's module tree: the listener (`http`), the POST
+//! classification (`post`), the 2025 session endpoints (`session_http`) and the call runner
+//! (`run`) all read it, and it reads none of them, so the tree points one way.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::call::{CallHandle, SharedUpstream};
+use crate::face::session::Sessions;
+use crate::metrics::Metrics;
+use crate::upstream::SessionSpawner;
+
+/// How one HTTP face behaves.
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub path: String,
+    /// Exact origins allowed besides loopback ones (`*` allows all; `*.example.com` a suffix).
+    pub allow_origins: Vec<String>,
+    /// Check `Host` against loopback names (set when bound to a loopback address).
+    pub loopback_only_host: bool,
+    pub max_body: usize,
+    pub call_timeout: Duration,
+    /// How long a call waits for a (re)starting child.
+    pub start_wait: Duration,
+    pub session_idle: Duration,
+    pub max_sessions: usize,
+    pub isolation_session: bool,
+    pub keepalive: Duration,
+    /// Authentication on the MCP endpoint (none: open).
+    pub auth: crate::auth::AuthSlot,
+    /// TLS termination (none: plain HTTP).
+    pub tls: Option<Arc<crate::auth::tls::Tls>>,
+    /// Also serve `/metrics` on this listener (behind the same guards).
+    pub metrics_on_main: bool,
+}
+
+/// Shared state of the face.
+pub struct App {
+    pub cfg: HttpConfig,
+    pub server: Arc<str>,
+    pub upstream: SharedUpstream,
+    /// Starts a child of its own for a 2025 session (`--isolation session`).
+    pub spawn_for_session: Option<SessionSpawner>,
+    pub sessions: Sessions,
+    pub metrics: Arc<Metrics>,
+    /// Cancelled when shutdown begins: long-lived streams end, calls may still finish.
+    pub stopping: CancellationToken,
+    /// Cancelled when children must stop (after the drain).
+    pub children: CancellationToken,
+    pub tracker: TaskTracker,
+    /// 2026 clients' calls to a 2025 child, parked while the client gathers input.
+    pub parked: Arc<crate::mrtr::ParkStore<CallHandle>>,
+    pub signer: Arc<crate::mrtr::StateSigner>,
+    /// The shared child's resource subscriptions held for 2026 listeners.
+    pub resource_subs: Arc<crate::notifications::ResourceSubs>,
+}
+
+impl App {
+    /// An app for one server: spawns its shared child on `tracker`; the child stops when
+    /// `children` is cancelled. Fails (with a message for the operator) when the upstream
+    /// cannot be set up.
+    pub fn start(
+        name: &str,
+        cfg: HttpConfig,
+        upstream: crate::upstream::UpstreamSpec,
+        metrics: Arc<Metrics>,
+        stopping: CancellationToken,
+        children: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Result<Arc<App>, String> {
+        let launched = crate::upstream::launch(name, upstream, &metrics, &children, &tracker)?;
+        let spawn_for_session = match (cfg.isolation_session, launched.spawn_for_session) {
+            (false, _) => None,
+            (true, Some(s)) => Some(s),
+            (true, None) => {
+                return Err(
+                    "isolation = \"session\" needs a child process (a remote is shared)".into(),
+                )
+            }
+        };
+        Ok(Arc::new(App {
+            server: Arc::from(name),
+            cfg,
+            upstream: launched.shared,
+            spawn_for_session,
+            sessions: Sessions::default(),
+            metrics,
+            stopping,
+            children,
+            tracker,
+            parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
+            signer: Arc::new(crate::mrtr::StateSigner::new()),
+            resource_subs: Arc::default(),
+        }))
+    }
+}

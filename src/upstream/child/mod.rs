@@ -1,0 +1,269 @@
+//! A stdio child process as an upstream: spawn it in its own process group, probe its era,
+//! carry calls to it under bridge-minted ids and progress tokens, route what it writes back,
+//! restart it with backoff when it dies, and stop it with the close-stdin → SIGTERM → SIGKILL
+//! ladder.
+//!
+//! This file is the handle (`ChildUpstream`, its `Upstream` impl, waiting for readiness);
+//! each job has a file of its own, and among them the arrows point one way:
+//! `process` (spawn, supervise, restart, stop ladder, stdio tasks) → `route` (what the child
+//! writes: responses, notifications, its requests, log routing) → `probe` (era probe, tool
+//! list and its refresh) → `mux` (one process's pending map, minted ids, cancellation). The
+//! first three extend `ChildUpstream`; `mux` knows nothing of it.
+//!
+//! Tasks per process: one stdin writer (bounded queue), one stdout reader, one stderr drain,
+//! all owned by the supervisor task that also waits for the exit.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use tokio::sync::{broadcast, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::call::{Call, CallCtx, CallHandle, Upstream, UpstreamEvent, UpstreamInfo};
+use crate::error::BridgeError;
+use crate::jsonrpc;
+use crate::metrics::Metrics;
+use crate::protocol::{self, Era};
+
+mod mux;
+mod probe;
+mod process;
+mod route;
+
+use mux::Proc;
+
+/// How to start and treat one child.
+#[derive(Debug, Clone)]
+pub struct ChildConfig {
+    /// Server name for logs and metrics.
+    pub name: String,
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    /// Extra environment (`-e KEY=VALUE`).
+    pub env: Vec<(String, String)>,
+    /// Pass the bridge's whole environment instead of the safe baseline.
+    pub pass_environment: bool,
+    pub cwd: Option<PathBuf>,
+    /// Longest stdout line accepted; longer ones are skipped and counted.
+    pub max_line: usize,
+    /// How long to wait for the `server/discover` probe and for `initialize`.
+    pub probe_timeout: Duration,
+    /// close stdin → wait this long → SIGTERM the group.
+    pub stdin_grace: Duration,
+    /// SIGTERM → wait this long → SIGKILL the group.
+    pub term_grace: Duration,
+    /// Restart backoff ceiling.
+    pub max_backoff: Duration,
+}
+
+/// Where the supervised child is in its life.
+#[derive(Clone)]
+enum State {
+    Starting,
+    Ready(Arc<Proc>),
+    Stopped,
+}
+
+/// What every task of one supervised child shares, across restarts.
+struct Inner {
+    cfg: ChildConfig,
+    owner_session: Option<Arc<str>>,
+    state: watch::Sender<State>,
+    events: broadcast::Sender<UpstreamEvent>,
+    /// The next call id: never reused, also across restarts.
+    next_id: AtomicU64,
+    shutdown: CancellationToken,
+    metrics: Arc<Metrics>,
+}
+
+/// Handle to a supervised child. Cheap to clone.
+#[derive(Clone)]
+pub struct ChildUpstream {
+    inner: Arc<Inner>,
+}
+
+impl ChildUpstream {
+    /// Start supervising a child. It is spawned at once; calls wait until it is ready.
+    pub fn spawn(
+        cfg: ChildConfig,
+        owner_session: Option<Arc<str>>,
+        metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
+        tracker: &tokio_util::task::TaskTracker,
+    ) -> Self {
+        let (state, _) = watch::channel(State::Starting);
+        let (events, _) = broadcast::channel(256);
+        metrics.register_server(&cfg.name);
+        let inner = Arc::new(Inner {
+            cfg,
+            owner_session,
+            state,
+            events,
+            next_id: AtomicU64::new(1),
+            shutdown,
+            metrics,
+        });
+        let this = Self { inner };
+        let sup = this.clone();
+        tracker.spawn(async move { sup.supervise().await });
+        this
+    }
+
+    pub fn name(&self) -> &str {
+        &self.inner.cfg.name
+    }
+
+    pub fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// Stop this child (used for per-session children).
+    pub fn stop(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// Wait until the child is ready (or stopped), up to `wait`.
+    async fn ready(&self, wait: Duration) -> Result<Arc<Proc>, BridgeError> {
+        // Fast path (every call while the child runs): no subscription, no timer.
+        if let State::Ready(p) = &*self.inner.state.borrow() {
+            return Ok(p.clone());
+        }
+        let mut rx = self.inner.state.subscribe();
+        let fut = async {
+            loop {
+                match &*rx.borrow_and_update() {
+                    State::Ready(p) => return Ok(p.clone()),
+                    State::Stopped => return Err(BridgeError::ShuttingDown),
+                    State::Starting => {}
+                }
+                if rx.changed().await.is_err() {
+                    return Err(BridgeError::ShuttingDown);
+                }
+            }
+        };
+        match tokio::time::timeout(wait, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(BridgeError::Unavailable(
+                "the child process is not ready (starting or restarting)".into(),
+            )),
+        }
+    }
+
+    pub fn is_ready(&self) -> bool {
+        matches!(&*self.inner.state.borrow(), State::Ready(_))
+    }
+
+    /// What the probe learned, once ready.
+    pub async fn info(&self, wait: Duration) -> Result<UpstreamInfo, BridgeError> {
+        let p = self.ready(wait).await?;
+        p.info()
+            .ok_or_else(|| BridgeError::Unavailable("child not probed yet".into()))
+    }
+
+    /// Header annotations of a tool, from the child's last `tools/list`.
+    pub fn tool_headers(&self, tool: &str) -> Vec<(String, String)> {
+        match &*self.inner.state.borrow() {
+            State::Ready(p) => p
+                .tool_headers
+                .read()
+                .ok()
+                .and_then(|m| m.get(tool).cloned())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Make a 2025 child log at least at `level` (it logs per process; the bridge filters per
+    /// call). Only ever lowers the level.
+    pub fn ensure_log_level(&self, level: &'static str) {
+        let Some((level, _)) = protocol::log_level(level) else {
+            return;
+        };
+        let State::Ready(proc) = &*self.inner.state.borrow() else {
+            return;
+        };
+        if !proc.log_floor.lower(level) {
+            return;
+        }
+        let params = serde_json::json!({ "level": level }).to_string();
+        let call = Call {
+            method: "logging/setLevel".into(),
+            params: Some(jsonrpc::raw(&params)),
+            ctx: CallCtx::modern(),
+        };
+        if let Ok(mut h) = self.start_on(proc, Era::Legacy, call, true) {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(Duration::from_secs(10), &mut h.outcome).await;
+            });
+        }
+    }
+
+    /// Send a call to the child. Waits up to `wait` for a (re)starting child.
+    pub async fn call(&self, call: Call, wait: Duration) -> Result<CallHandle, BridgeError> {
+        let proc = self.ready(wait).await?;
+        let era = proc.info().map(|i| i.era).unwrap_or(Era::Legacy);
+        self.start_on(&proc, era, call, false)
+    }
+
+    /// Forward a 2025 client's response to a request the child made (the child's own id).
+    pub fn send_response(&self, frame: Bytes) -> Result<(), BridgeError> {
+        match &*self.inner.state.borrow() {
+            State::Ready(p) => p.stdin.try_send(frame).map_err(|_| BridgeError::Overloaded),
+            _ => Err(BridgeError::Unavailable("child restarting".into())),
+        }
+    }
+
+    /// Forward a client notification as-is (e.g. `notifications/roots/list_changed`).
+    pub fn send_notification(&self, frame: Bytes) -> Result<(), BridgeError> {
+        self.send_response(frame)
+    }
+
+    /// Start `call` on `proc` (a `child_era` child) under a newly minted id.
+    fn start_on(
+        &self,
+        proc: &Arc<Proc>,
+        child_era: Era,
+        call: Call,
+        internal: bool,
+    ) -> Result<CallHandle, BridgeError> {
+        let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);
+        proc.start(id, child_era, call, internal, &self.inner.metrics)
+    }
+}
+
+impl Upstream for ChildUpstream {
+    fn name(&self) -> &str {
+        ChildUpstream::name(self)
+    }
+    fn is_ready(&self) -> bool {
+        ChildUpstream::is_ready(self)
+    }
+    fn info(&self, wait: Duration) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
+        Box::pin(ChildUpstream::info(self, wait))
+    }
+    fn call(&self, call: Call, wait: Duration) -> BoxFuture<'_, Result<CallHandle, BridgeError>> {
+        Box::pin(ChildUpstream::call(self, call, wait))
+    }
+    fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
+        ChildUpstream::subscribe(self)
+    }
+    fn send_response(&self, frame: Bytes) -> Result<(), BridgeError> {
+        ChildUpstream::send_response(self, frame)
+    }
+    fn send_notification(&self, frame: Bytes) -> Result<(), BridgeError> {
+        ChildUpstream::send_notification(self, frame)
+    }
+    fn tool_headers(&self, tool: &str) -> Vec<(String, String)> {
+        ChildUpstream::tool_headers(self, tool)
+    }
+    fn ensure_log_level(&self, level: &'static str) {
+        ChildUpstream::ensure_log_level(self, level)
+    }
+    fn stop(&self) {
+        ChildUpstream::stop(self)
+    }
+}
