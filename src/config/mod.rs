@@ -1,0 +1,729 @@
+//! The daemon's configuration file (`serve --config FILE`, `check-config FILE`): TOML with
+//! unknown keys rejected, errors reported as `FILE:LINE:COLUMN: message`; an optional
+//! `mcpServers` JSON map (`--servers-json FILE`, the format desktop hosts use) adds named
+//! servers; explicit command-line flags override what the files say.
+//!
+//! Reading produces a [`Plan`]: every value resolved (defaults filled in, per-server limits over
+//! global ones), every server validated. A `Plan` is plain data and comparable, so a reload can
+//! tell added, removed, changed and unchanged servers apart by comparing [`ServerSpec`]s.
+//! Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`) is a one-server plan too
+//! ([`Plan::solo`]): the daemon runs both the same way.
+//!
+//! A server is a stdio `command` or a remote `url`; a url server's header file and bearer token
+//! are read while resolving, so a changed secret makes a different spec (SIGHUP replaces the
+//! server) and `check-config` reads them too.
+
+mod file;
+#[cfg(test)]
+mod tests;
+
+pub use file::*;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::auth::{AuthArgs, AuthMode};
+use crate::cli::remote::{self, Naming};
+use crate::cli::{Isolation, ServeArgs};
+use crate::face::http::HttpConfig;
+use crate::upstream::child::ChildConfig;
+use crate::upstream::remote::RemoteConfig;
+use crate::upstream::UpstreamSpec;
+
+// ---------------------------------------------------------------------------------------------
+// The resolved plan
+// ---------------------------------------------------------------------------------------------
+
+/// Limits with every value decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resolved {
+    pub call_timeout: Duration,
+    pub start_wait: Duration,
+    pub probe_timeout: Duration,
+    pub session_timeout: Duration,
+    pub max_sessions: usize,
+    pub max_body: usize,
+    pub max_line: usize,
+    pub shutdown_grace: Duration,
+    pub stdin_grace: Duration,
+    pub term_grace: Duration,
+    pub keepalive: Duration,
+}
+
+impl Default for Resolved {
+    /// The same defaults as `serve`'s flags.
+    fn default() -> Self {
+        Resolved {
+            call_timeout: Duration::from_secs(300),
+            start_wait: Duration::from_secs(30),
+            probe_timeout: Duration::from_secs(10),
+            session_timeout: Duration::from_secs(1800),
+            max_sessions: 1000,
+            max_body: 16 << 20,
+            max_line: 16 << 20,
+            shutdown_grace: Duration::from_secs(10),
+            stdin_grace: Duration::from_secs(2),
+            term_grace: Duration::from_secs(3),
+            keepalive: Duration::from_secs(15),
+        }
+    }
+}
+
+impl Resolved {
+    fn from(l: &Limits) -> Self {
+        let d = Resolved::default();
+        Resolved {
+            call_timeout: l.call_timeout.map_or(d.call_timeout, |v| v.0),
+            start_wait: l.start_wait.map_or(d.start_wait, |v| v.0),
+            probe_timeout: l.probe_timeout.map_or(d.probe_timeout, |v| v.0),
+            session_timeout: l.session_timeout.map_or(d.session_timeout, |v| v.0),
+            max_sessions: l.max_sessions.unwrap_or(d.max_sessions).max(1),
+            max_body: l.max_body.map_or(d.max_body, |v| v.0),
+            max_line: l.max_line.map_or(d.max_line, |v| v.0),
+            shutdown_grace: l.shutdown_grace.map_or(d.shutdown_grace, |v| v.0),
+            stdin_grace: l.stdin_grace.map_or(d.stdin_grace, |v| v.0),
+            term_grace: l.term_grace.map_or(d.term_grace, |v| v.0),
+            keepalive: l
+                .keepalive
+                .map_or(d.keepalive, |v| v.0)
+                .max(Duration::from_millis(100)),
+        }
+    }
+}
+
+/// One named server, fully decided. Two equal specs run the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSpec {
+    pub name: String,
+    /// Where its face is published: `/servers/<name>/mcp`, or `--path` for plain `serve`.
+    pub path: String,
+    pub target: Target,
+    pub isolation: Isolation,
+    pub limits: Resolved,
+}
+
+/// What a server publishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// A stdio child process.
+    Command(CommandSpec),
+    /// A remote Streamable HTTP server.
+    Url(RemoteSpec),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CommandSpec {
+    pub command: PathBuf,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub pass_environment: bool,
+    pub cwd: Option<PathBuf>,
+}
+
+/// A remote server's settings with its header file and token already read (header values are
+/// sensitive: Debug does not show them). The probe timeout is the spec's limit's.
+#[derive(Debug, Clone)]
+pub struct RemoteSpec(pub RemoteConfig);
+
+impl PartialEq for RemoteSpec {
+    fn eq(&self, other: &Self) -> bool {
+        // Destructured, so that a field added to RemoteConfig cannot be left out here.
+        let RemoteConfig {
+            url,
+            headers,
+            has_token,
+            protocol,
+            ca_file,
+            system_roots,
+            connect_timeout,
+            request_timeout,
+            retry_idempotent,
+            max_response,
+            probe_timeout: _,
+            idle_timeout,
+        } = &self.0;
+        let o = &other.0;
+        *url == o.url
+            && *headers == o.headers
+            && *has_token == o.has_token
+            && *protocol == o.protocol
+            && *ca_file == o.ca_file
+            && *system_roots == o.system_roots
+            && *connect_timeout == o.connect_timeout
+            && *request_timeout == o.request_timeout
+            && *retry_idempotent == o.retry_idempotent
+            && *max_response == o.max_response
+            && *idle_timeout == o.idle_timeout
+    }
+}
+
+impl Eq for RemoteSpec {}
+
+/// Everything the daemon runs, decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Addresses to bind (unless listeners are passed by socket activation).
+    pub listen: Vec<SocketAddr>,
+    pub allow_origins: Vec<String>,
+    pub auth: AuthArgs,
+    /// Base URL clients use (`scheme://host[:port]`), for each server's canonical resource URL.
+    pub public_url: Option<String>,
+    pub metrics_listen: Option<SocketAddr>,
+    pub metrics_on_main: bool,
+    /// The SIGTERM drain.
+    pub shutdown_grace: Duration,
+    pub default_server: Option<String>,
+    /// Sorted by name.
+    pub servers: Vec<ServerSpec>,
+    /// Plain `serve`: one server at its own path, answering every request on the listener
+    /// itself (health, metrics, 404s); no `/servers/` routes.
+    pub solo: bool,
+}
+
+/// The path a named server is published at.
+pub fn server_path(name: &str) -> String {
+    format!("/servers/{name}/mcp")
+}
+
+impl ServerSpec {
+    /// What the face is started in front of: the child's or the remote's configuration.
+    pub fn upstream(&self) -> UpstreamSpec {
+        match &self.target {
+            Target::Command(c) => UpstreamSpec::Child(ChildConfig {
+                name: self.name.clone(),
+                command: c.command.clone(),
+                args: c.args.clone(),
+                env: c.env.clone(),
+                pass_environment: c.pass_environment,
+                cwd: c.cwd.clone(),
+                max_line: self.limits.max_line,
+                probe_timeout: self.limits.probe_timeout,
+                stdin_grace: self.limits.stdin_grace,
+                term_grace: self.limits.term_grace,
+                max_backoff: Duration::from_secs(30),
+            }),
+            Target::Url(r) => {
+                let mut cfg = r.0.clone();
+                cfg.probe_timeout = self.limits.probe_timeout;
+                UpstreamSpec::Remote(cfg)
+            }
+        }
+    }
+
+    /// The HTTP face's configuration (auth and TLS are filled in by the daemon);
+    /// `loopback`: every listener is on a loopback address.
+    pub fn http_config(&self, allow_origins: &[String], loopback: bool) -> HttpConfig {
+        HttpConfig {
+            path: self.path.clone(),
+            allow_origins: allow_origins.to_vec(),
+            loopback_only_host: loopback,
+            max_body: self.limits.max_body,
+            call_timeout: self.limits.call_timeout,
+            start_wait: self.limits.start_wait,
+            session_idle: self.limits.session_timeout,
+            max_sessions: self.limits.max_sessions,
+            isolation_session: self.isolation == Isolation::Session,
+            keepalive: self.limits.keepalive,
+            auth: Default::default(),
+            tls: None,
+            metrics_on_main: false,
+        }
+    }
+}
+
+impl Plan {
+    /// Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`): one server, from the flags. Errors
+    /// are usage errors (they name flags).
+    pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
+        if !args.path.starts_with('/') {
+            return Err(format!("--path must start with '/': {:?}", args.path));
+        }
+        if args.demo && !args.command.is_empty() {
+            return Err("give either --demo or a command after --, not both".into());
+        }
+        let child = |command: PathBuf, a: Vec<String>| {
+            Target::Command(CommandSpec {
+                command,
+                args: a,
+                env: args.env.clone(),
+                pass_environment: args.pass_environment,
+                cwd: args.cwd.clone(),
+            })
+        };
+        let target = if let Some(url) = &args.upstream {
+            Target::Url(RemoteSpec(args.remote.config(
+                url,
+                args.probe_timeout,
+                Naming::Flags,
+            )?))
+        } else if args.demo {
+            let exe =
+                std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+            let era = args.demo_era.as_str().to_owned();
+            child(exe, vec!["demo-server".into(), "--era".into(), era])
+        } else {
+            let Some((cmd, rest)) = args.command.split_first() else {
+                return Err(
+                    "no server to publish: give --demo, `-- CMD ARGS`, --upstream URL \
+                            or --config FILE"
+                        .into(),
+                );
+            };
+            child(PathBuf::from(cmd), rest.to_vec())
+        };
+        let limits = Resolved {
+            call_timeout: args.call_timeout,
+            start_wait: args.start_wait,
+            probe_timeout: args.probe_timeout,
+            session_timeout: args.session_timeout,
+            max_sessions: args.max_sessions.max(1),
+            max_body: args.max_body,
+            max_line: args.max_line,
+            shutdown_grace: args.shutdown_grace,
+            stdin_grace: args.stdin_grace,
+            term_grace: args.term_grace,
+            keepalive: args.keepalive.max(Duration::from_millis(100)),
+        };
+        Ok(Plan {
+            listen: vec![args.addr()],
+            allow_origins: args.allow_origin.clone(),
+            auth: args.auth.clone(),
+            public_url: None,
+            metrics_listen: args.metrics_listen,
+            metrics_on_main: args.metrics_on_main,
+            shutdown_grace: args.shutdown_grace,
+            default_server: None,
+            servers: vec![ServerSpec {
+                name: args.name.clone(),
+                path: args.path.clone(),
+                target,
+                isolation: args.isolation,
+                limits,
+            }],
+            solo: true,
+        })
+    }
+
+    pub fn server(&self, name: &str) -> Option<&ServerSpec> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+
+    /// Settings that only a restart can change (listeners, TLS paths, public URL, metrics); a
+    /// reload that changes them warns and keeps the running ones. Auth settings reload.
+    pub fn same_restart_settings(&self, other: &Plan) -> bool {
+        self.listen == other.listen
+            && self.auth.tls_cert == other.auth.tls_cert
+            && self.auth.tls_key == other.auth.tls_key
+            && self.public_url == other.public_url
+            && self.metrics_listen == other.metrics_listen
+            && self.metrics_on_main == other.metrics_on_main
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------------
+
+/// Where the configuration comes from, kept for reloads.
+#[derive(Debug, Clone, Default)]
+pub struct Sources {
+    pub config: Option<PathBuf>,
+    pub servers_json: Option<PathBuf>,
+}
+
+/// `FILE:LINE:COLUMN` (1-based) of byte `offset` in `text`.
+fn position(path: &Path, text: &str, offset: usize) -> String {
+    let upto = &text[..offset.min(text.len())];
+    let line = upto.matches('\n').count() + 1;
+    let col = upto.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    format!("{}:{line}:{col}", path.display())
+}
+
+/// Parse a TOML configuration text (`path` only names it in errors).
+pub fn parse_toml(path: &Path, text: &str) -> Result<FileConfig, String> {
+    toml::from_str::<FileConfig>(text).map_err(|e| {
+        let at = e.span().map_or_else(
+            || path.display().to_string(),
+            |s| position(path, text, s.start),
+        );
+        format!("{at}: {}", e.message().trim_end())
+    })
+}
+
+fn read(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))
+}
+
+/// Servers from an `mcpServers` JSON document (`{"mcpServers": {"name": {"command", "args",
+/// "env", "cwd"}}}`, or the bare map). Entries without a `command` (remote servers) are skipped
+/// and named in the returned notes.
+pub fn parse_servers_json(
+    path: &Path,
+    text: &str,
+) -> Result<(BTreeMap<String, ServerFile>, Vec<String>), String> {
+    let doc: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
+    let map = doc
+        .get("mcpServers")
+        .or_else(|| doc.get("servers"))
+        .unwrap_or(&doc)
+        .as_object()
+        .ok_or_else(|| {
+            format!(
+                "{}: expected an object of servers under \"mcpServers\"",
+                path.display()
+            )
+        })?;
+    let mut out = BTreeMap::new();
+    let mut notes = Vec::new();
+    for (name, v) in map {
+        let at = |what: &str| format!("{}: server {name:?}: {what}", path.display());
+        let Some(command) = v.get("command") else {
+            notes.push(format!(
+                "server {name:?} has no command (not a stdio server); skipped"
+            ));
+            continue;
+        };
+        let command = command
+            .as_str()
+            .ok_or_else(|| at("\"command\" must be a string"))?
+            .to_owned();
+        let args = match v.get("args") {
+            None => Vec::new(),
+            Some(a) => serde_json::from_value::<Vec<String>>(a.clone())
+                .map_err(|_| at("\"args\" must be an array of strings"))?,
+        };
+        let env = match v.get("env") {
+            None => BTreeMap::new(),
+            Some(e) => serde_json::from_value::<BTreeMap<String, String>>(e.clone())
+                .map_err(|_| at("\"env\" must be an object of strings"))?,
+        };
+        let cwd = match v.get("cwd") {
+            None => None,
+            Some(c) => Some(PathBuf::from(
+                c.as_str().ok_or_else(|| at("\"cwd\" must be a string"))?,
+            )),
+        };
+        out.insert(
+            name.clone(),
+            ServerFile {
+                upstream: UpstreamFile::Command(CommandFile {
+                    command,
+                    args,
+                    env,
+                    pass_environment: false,
+                    cwd,
+                }),
+                isolation: None,
+                limits: Limits::default(),
+            },
+        );
+    }
+    Ok((out, notes))
+}
+
+/// A server name usable in a URL path segment and a metrics label.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && name != "."
+        && name != "..";
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "server name {name:?}: use 1-64 letters, digits, '-', '_' or '.'"
+        ))
+    }
+}
+
+/// Read the sources (but apply no command-line overrides). Notes are non-fatal remarks.
+pub fn load(src: &Sources) -> Result<(Plan, Vec<String>), String> {
+    let mut file = match &src.config {
+        Some(p) => parse_toml(p, &read(p)?)?,
+        None => FileConfig::default(),
+    };
+    let mut notes = Vec::new();
+    if let Some(p) = &src.servers_json {
+        let (servers, n) = parse_servers_json(p, &read(p)?)?;
+        notes.extend(n);
+        for (name, s) in servers {
+            if file.servers.contains_key(&name) {
+                return Err(format!(
+                    "{}: server {name:?} is also defined in the config file",
+                    p.display()
+                ));
+            }
+            file.servers.insert(name, s);
+        }
+    }
+    let name = src
+        .config
+        .as_deref()
+        .or(src.servers_json.as_deref())
+        .map_or_else(|| "configuration".to_owned(), |p| p.display().to_string());
+    resolve(file, &name).map(|p| (p, notes))
+}
+
+/// Check and decide everything in a parsed file.
+pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
+    let err = |m: String| format!("{name}: {m}");
+    let mut listen = Vec::new();
+    for a in &file.listen.addresses {
+        let addr: SocketAddr = a.parse().map_err(|_| {
+            err(format!(
+                "listen address {a:?}: expected IP:PORT (e.g. \"127.0.0.1:8080\", \"[::1]:8080\")"
+            ))
+        })?;
+        listen.push(addr);
+    }
+    if listen.is_empty() {
+        listen.push(SocketAddr::from(([127, 0, 0, 1], 8080)));
+    }
+    let global = &file.limits;
+    let mut servers = Vec::new();
+    for (n, s) in &file.servers {
+        check_name(n).map_err(&err)?;
+        let limits = Resolved::from(&s.limits.over(global));
+        let target = match &s.upstream {
+            UpstreamFile::Command(c) => {
+                if c.command.trim().is_empty() {
+                    return Err(err(format!("server {n:?}: command is empty")));
+                }
+                for k in c.env.keys() {
+                    if k.is_empty() || k.contains('=') || k.contains('\0') {
+                        return Err(err(format!(
+                            "server {n:?}: bad environment variable name {k:?}"
+                        )));
+                    }
+                }
+                Target::Command(CommandSpec {
+                    command: PathBuf::from(&c.command),
+                    args: c.args.clone(),
+                    env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                    pass_environment: c.pass_environment,
+                    cwd: c.cwd.clone(),
+                })
+            }
+            // Reads the header file and the token: a bad one fails here (and check-config).
+            UpstreamFile::Url(u) => Target::Url(RemoteSpec(
+                u.remote
+                    .config(&u.url, limits.probe_timeout, Naming::File)
+                    .map_err(|e| err(format!("server {n:?}: {e}")))?,
+            )),
+        };
+        servers.push(ServerSpec {
+            name: n.clone(),
+            path: server_path(n),
+            target,
+            isolation: match s.isolation {
+                Some(IsolationFile::Session) => Isolation::Session,
+                _ => Isolation::Shared,
+            },
+            limits,
+        });
+    }
+    let default_server = match file.default_server {
+        Some(d) => {
+            if !file.servers.contains_key(&d) {
+                return Err(err(format!("default_server {d:?} is not among [servers]")));
+            }
+            Some(d)
+        }
+        None if servers.len() == 1 => Some(servers[0].name.clone()),
+        None => None,
+    };
+    let mut auth = AuthArgs::default();
+    let mut public_url = None;
+    if let Some(a) = file.auth {
+        auth.auth = match a.mode {
+            AuthModeFile::None => AuthMode::None,
+            AuthModeFile::Bearer => AuthMode::Bearer,
+            AuthModeFile::Jwt => AuthMode::Jwt,
+        };
+        auth.token_file = a.token_file;
+        auth.token_env = a.token_env;
+        auth.jwks_url = a.jwks_url;
+        auth.jwks_file = a.jwks_file;
+        auth.issuer = a.issuer;
+        auth.audience = a.audience;
+        auth.required_scope = a.required_scopes;
+        auth.authorization_server = a.authorization_servers;
+        auth.allow_unauthenticated = a.allow_unauthenticated;
+        public_url = a.public_url;
+    }
+    if let Some(t) = file.tls {
+        auth.tls_cert = Some(t.cert);
+        auth.tls_key = Some(t.key);
+    }
+    let (metrics_listen, metrics_on_main) = match file.metrics {
+        None => (None, false),
+        Some(m) => {
+            let l = match m.listen {
+                None => None,
+                Some(a) => Some(
+                    a.parse::<SocketAddr>()
+                        .map_err(|_| err(format!("[metrics] listen {a:?}: expected IP:PORT")))?,
+                ),
+            };
+            (l, m.on_main)
+        }
+    };
+    Ok(Plan {
+        listen,
+        allow_origins: file.listen.allow_origins,
+        auth,
+        public_url,
+        metrics_listen,
+        metrics_on_main,
+        shutdown_grace: Resolved::from(global).shutdown_grace,
+        default_server,
+        servers,
+        solo: false,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Command-line overrides
+// ---------------------------------------------------------------------------------------------
+
+/// `serve` flags given explicitly on the command line (or by environment), by clap argument id.
+pub type Given = std::collections::HashSet<String>;
+
+/// Flags that have no meaning next to a configuration file (besides the remote ones).
+const NOT_WITH_CONFIG: &[&str] = &["path", "demo", "demo_era", "name", "command", "upstream"];
+
+/// Flags for a stdio child, which `--upstream URL` does not have.
+const CHILD_ONLY: &[&str] = &[
+    "env",
+    "pass_environment",
+    "cwd",
+    "demo_era",
+    "max_line",
+    "stdin_grace",
+    "term_grace",
+];
+
+/// How a `serve` flag is written, from its clap id.
+fn flag_name(id: &str) -> String {
+    match id {
+        "command" => "a command after --".into(),
+        "header" => "-H/--header".into(),
+        "env" => "-e/--env".into(),
+        _ => format!("--{}", id.replace('_', "-")),
+    }
+}
+
+/// Check that the explicit flags make sense with a configuration file. The remote flags are
+/// refused too: a url server's headers and token belong to it, not to every server.
+pub fn check_overrides(given: &Given) -> Result<(), String> {
+    let remote = remote::ids();
+    let not = NOT_WITH_CONFIG.iter().map(|s| s.to_string()).chain(remote);
+    for f in not {
+        if given.contains(&f) {
+            return Err(format!(
+                "{} cannot be combined with --config/--servers-json: define servers in the file",
+                flag_name(&f)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check that the explicit flags make sense for plain `serve`: the remote flags need
+/// `--upstream`, which in turn has no child for the child flags.
+pub fn check_solo(args: &ServeArgs, given: &Given) -> Result<(), String> {
+    if args.upstream.is_none() {
+        if let Some(f) = remote::ids().into_iter().find(|f| given.contains(f)) {
+            return Err(format!(
+                "{} belongs to --upstream URL (a remote server)",
+                flag_name(&f)
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(f) = CHILD_ONLY.iter().find(|f| given.contains(**f)) {
+        return Err(format!(
+            "{} is for a stdio child; --upstream URL has none",
+            flag_name(f)
+        ));
+    }
+    if args.isolation == Isolation::Session {
+        return Err(
+            "--isolation session starts a child per session; a remote upstream is shared".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Apply the explicit flags of `args` over `plan`: listeners, origins, auth and TLS replace the
+/// file's; limits and isolation apply to every server, the child environment settings to every
+/// command server. `--isolation session` over a url server is an error.
+pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Result<(), String> {
+    let g = |id: &str| given.contains(id);
+    match (g("host"), g("port")) {
+        (true, _) => plan.listen = vec![SocketAddr::new(args.host, args.port)],
+        (false, true) => plan.listen.iter_mut().for_each(|a| a.set_port(args.port)),
+        _ => {}
+    }
+    if g("allow_origin") {
+        plan.allow_origins = args.allow_origin.clone();
+    }
+    let a = &args.auth;
+    let p = &mut plan.auth;
+    // Each flag given on the command line replaces the field of the same name.
+    macro_rules! given {
+        ($to:ident <- $from:ident: $($f:ident),+) => {
+            $(if g(stringify!($f)) {
+                $to.$f = $from.$f.clone();
+            })+
+        };
+    }
+    given!(p <- a: auth, token_file, token_env, jwks_url, jwks_file, issuer, audience,
+        required_scope, authorization_server, allow_unauthenticated);
+    if g("tls_cert") || g("tls_key") {
+        p.tls_cert = a.tls_cert.clone();
+        p.tls_key = a.tls_key.clone();
+    }
+    if g("resource_url") {
+        // With named servers the flag gives the base every server's path is appended to.
+        plan.public_url = a.resource_url.clone();
+    }
+    given!(plan <- args: shutdown_grace, metrics_listen, metrics_on_main);
+    for s in &mut plan.servers {
+        let l = &mut s.limits;
+        given!(l <- args: call_timeout, start_wait, probe_timeout, session_timeout);
+        if g("max_sessions") {
+            l.max_sessions = args.max_sessions.max(1);
+        }
+        given!(l <- args: max_body, max_line, stdin_grace, term_grace);
+        if g("keepalive") {
+            l.keepalive = args.keepalive.max(Duration::from_millis(100));
+        }
+        if g("isolation") {
+            if args.isolation == Isolation::Session && matches!(s.target, Target::Url(_)) {
+                return Err(format!(
+                    "--isolation session cannot apply to url server {:?}: a remote server is \
+                     shared by every session",
+                    s.name
+                ));
+            }
+            s.isolation = args.isolation;
+        }
+        if let Target::Command(c) = &mut s.target {
+            given!(c <- args: pass_environment, cwd);
+            if g("env") {
+                for (k, v) in &args.env {
+                    c.env.retain(|(k2, _)| k2 != k);
+                    c.env.push((k.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
