@@ -50,7 +50,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{Call, CallEvent, Outcome};
-use crate::jsonrpc::{self};
+use crate::jsonrpc;
 use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
 use crate::upstream::observe::RemoteObserver;

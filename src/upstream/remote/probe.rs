@@ -11,7 +11,7 @@ use tracing::{debug, info, warn};
 use super::fault::Fault;
 use super::{Answer, Mode, Remote, ToolInfo};
 use crate::jsonrpc::{self, code, Envelope, Fields};
-use crate::protocol::{self};
+use crate::protocol;
 
 impl Remote {
     pub(super) async fn mode(&self) -> Result<Mode, Fault> {

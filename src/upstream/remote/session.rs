@@ -17,7 +17,7 @@ use super::transport::header_str;
 use super::{Remote, Session, GET_CONNECTING, GET_NONE, GET_OPEN};
 use crate::framing::SseDecoder;
 use crate::jsonrpc::{self, Envelope};
-use crate::protocol::{self};
+use crate::protocol;
 
 impl Remote {
     pub(super) fn session_headers(&self, s: &Session) -> HeaderMap {

@@ -21,7 +21,7 @@ use super::{Answer, HttpClient, Remote, RemoteConfig, Session};
 use crate::call::CallEvent;
 use crate::framing::{SseDecoder, SseItem};
 use crate::jsonrpc::{self, Envelope, Kind};
-use crate::protocol::{self};
+use crate::protocol;
 
 /// Build the HTTPS client: webpki roots (or the OS roots), plus `--ca-file`.
 pub(super) fn build_client(cfg: &RemoteConfig) -> Result<HttpClient, String> {
