@@ -1,0 +1,174 @@
+//! Forwarding from the remote to the stdio host: call events, traffic that belongs to no call
+//! (fan-out, log routing) and 2025 server requests (relayed or refused).
+
+use std::sync::Arc;
+
+use serde_json::value::RawValue;
+use tracing::{debug, info, warn};
+
+use super::{lock, Face, Listener, Who};
+use crate::call::CallEvent;
+use crate::jsonrpc::{self, code};
+use crate::mrtr;
+use crate::notifications::{is_listen_notification, retagged, subscription_id, tagged};
+use crate::protocol::{self, Era};
+
+impl Face {
+    pub(super) async fn forward_call_event(self: &Arc<Self>, ev: CallEvent, who: &Who) {
+        match ev {
+            CallEvent::Notification { method, .. }
+                if who.modern && mrtr::is_legacy_only_notification(&method) =>
+            {
+                debug!("not relaying {method} to a 2026 host");
+            }
+            CallEvent::Notification { method, params } => {
+                let params = params.as_deref();
+                if who.modern {
+                    if method == "notifications/message" {
+                        // Only for a request that asked, at or above its level.
+                        if who
+                            .log_rank
+                            .is_none_or(|r| protocol::message_rank(params) < r)
+                        {
+                            debug!("log message below the request's logLevel dropped");
+                            return;
+                        }
+                    } else if let Some(lid) = &who.listen {
+                        if subscription_id(params).is_some() {
+                            self.send(retagged(&method, params, lid)).await;
+                            return;
+                        }
+                    } else if is_listen_notification(&method) && subscription_id(params).is_none() {
+                        // A 2025 remote's change notification on a call's stream.
+                        self.fan_out(&method, params).await;
+                        return;
+                    }
+                }
+                self.send(jsonrpc::notification(&method, params.map(RawValue::get)))
+                    .await
+            }
+            CallEvent::ServerRequest { id, method, params } => {
+                if who.modern {
+                    self.refuse_server_request(id, &method).await;
+                } else {
+                    self.relay_server_request(id, &method, params).await;
+                }
+            }
+        }
+    }
+
+    /// Traffic from the GET stream.
+    pub(super) async fn forward_event(self: &Arc<Self>, ev: CallEvent) {
+        let modern_host = lock(&self.host).era == Some(Era::Modern);
+        match ev {
+            CallEvent::Notification { method, params } => {
+                let params = params.as_deref();
+                if modern_host && method != "notifications/progress" {
+                    if is_listen_notification(&method) {
+                        self.fan_out(&method, params).await;
+                    } else if method == "notifications/message" {
+                        self.route_log(params).await;
+                    } else {
+                        debug!("not relaying {method} to a 2026 host");
+                    }
+                    return;
+                }
+                self.send(jsonrpc::notification(&method, params.map(RawValue::get)))
+                    .await
+            }
+            ev @ CallEvent::ServerRequest { .. } => {
+                let who = Who {
+                    modern: modern_host,
+                    ..Who::default()
+                };
+                self.forward_call_event(ev, &who).await
+            }
+        }
+    }
+
+    /// A 2025 remote's change notification to every listen of the 2026 host that asked for
+    /// it, tagged with the listen's id.
+    pub(super) async fn fan_out(self: &Arc<Self>, method: &str, params: Option<&RawValue>) {
+        let to: Vec<Arc<Listener>> = lock(&self.listens)
+            .values()
+            .filter(|l| l.honoured.wants(method, params))
+            .cloned()
+            .collect();
+        if to.is_empty() {
+            debug!("no listen asked for {method}: dropped");
+        }
+        for l in to {
+            self.send(tagged(method, params, &l.id)).await;
+        }
+    }
+
+    /// A 2025 remote's log message that names no request (GET stream): a 2026 host gets it
+    /// when exactly one request in flight asked for logs, filtered by that request's level.
+    pub(super) async fn route_log(self: &Arc<Self>, params: Option<&RawValue>) {
+        let rank = {
+            let g = lock(&self.inflight);
+            let mut asking = g.values().filter_map(|c| c.log_rank);
+            match (asking.next(), asking.next()) {
+                (Some(r), None) => Some(r),
+                _ => None,
+            }
+        };
+        if rank.is_some_and(|r| protocol::message_rank(params) >= r) {
+            self.send(jsonrpc::notification(
+                "notifications/message",
+                params.map(RawValue::get),
+            ))
+            .await;
+        } else {
+            debug!("a log message for no single request dropped");
+        }
+    }
+
+    pub(super) async fn relay_server_request(
+        self: &Arc<Self>,
+        remote_id: Box<RawValue>,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) {
+        let caps = lock(&self.host).caps.clone();
+        if !mrtr::may_ask(caps.as_deref(), method, params.as_deref()) {
+            info!("the remote sent {method}, which the 2025 host did not declare: refused");
+            let err = jsonrpc::raw(&jsonrpc::error_object(
+                code::METHOD_NOT_FOUND,
+                &format!("the client did not declare the capability {method} needs"),
+                None,
+            ));
+            let remote = Arc::clone(&self.remote);
+            self.tracker.spawn(async move {
+                remote.respond(&remote_id, None, Some(&err)).await;
+            });
+            return;
+        }
+        let ours = mrtr::mint_request_id();
+        lock(&self.server_requests).insert(ours.clone(), remote_id);
+        debug!("relaying the remote's {method} to the host as {ours}");
+        self.send(jsonrpc::request(
+            &ours,
+            method,
+            params.as_deref().map(RawValue::get),
+        ))
+        .await;
+    }
+
+    pub(super) async fn refuse_server_request(
+        self: &Arc<Self>,
+        remote_id: Box<RawValue>,
+        method: &str,
+    ) {
+        warn!("the 2025 remote sent {method} to a 2026 host: refused (not supported yet)");
+        let err = jsonrpc::raw(&jsonrpc::error_object(
+            code::METHOD_NOT_FOUND,
+            "the client (a 2026-era host behind mcp-bridge) cannot answer server requests",
+            None,
+        ));
+        let remote = Arc::clone(&self.remote);
+        self.tracker.spawn(async move {
+            remote.respond(&remote_id, None, Some(&err)).await;
+        });
+    }
+}

@@ -1,0 +1,634 @@
+//! The stdio face (`connect`): one host on our stdin/stdout. Reads newline-delimited JSON-RPC,
+//! writes only MCP messages to stdout (one writer task; logs go to stderr), serves a 2025 host
+//! (`initialize`, then a session-like lifecycle) and a 2026 host (per-request `_meta`) alike,
+//! restores the host's ids on every answer, carries host cancellations to the upstream (by
+//! dropping the call), and relays the remote's 2025 server requests under ids of our own
+//! (`"mcpb-N"`, `crate::mrtr::mint_request_id`) so they cannot collide with the host's.
+//!
+//! Across eras (the same translations as `serve`, with `crate::mrtr`):
+//! - 2026 host, 2025 remote: a server request on the stream of a `tools/call`/`prompts/get`/
+//!   `resources/read` parks the remote call and answers the host `input_required` (signed
+//!   `requestState`); the host's retry hands its `inputResponses` to the remote as responses
+//!   under the remote's ids, and the parked call's answer goes out under the retry's id.
+//! - 2025 host, 2026 remote: an `input_required` result becomes requests to the host
+//!   (`"mcpb-N"`, `crate::mrtr::mint_request_id` ids); with every answer in, the remote is retried with `inputResponses`
+//!   and the exact `requestState` under a new id, at most `MAX_ROUNDS` times.
+//!
+//! Notifications and logging across eras (with `crate::notifications`, as `serve` does):
+//! - 2026 host, 2025 remote: `subscriptions/listen` is answered here: the acknowledgement
+//!   first (the honoured subset of the filter, once the remote's GET stream is open), then the
+//!   list-changed / resource-updated notifications of the GET stream (or of any call's stream)
+//!   that listen asked for, tagged with its id as `subscriptionId`; `resourceSubscriptions`
+//!   become `resources/subscribe` on the remote, reference-counted across listens, and
+//!   `resources/unsubscribe` when the last listen holding a URI is cancelled
+//!   (`notifications/cancelled`) or at shutdown (where each listen gets its completion result).
+//!   A request's `_meta` logLevel lowers the session's level with `logging/setLevel` (once per
+//!   change) and its `notifications/message` are filtered by that request's level; a request
+//!   without one gets none.
+//! - 2026 host, 2026 remote: the listen is carried as a call; the remote's tags (our ids) are
+//!   replaced by the host's listen id.
+//! - 2025 host, 2026 remote: after `initialize` the bridge holds one `subscriptions/listen` on
+//!   the remote (the list-changed types its capabilities offer, plus the host's
+//!   `resources/subscribe` URIs, which re-open it and are answered `{}` once it is
+//!   acknowledged), forwards its notifications without `subscriptionId`, re-opens it with
+//!   backoff when it ends, and closes it at shutdown. The host's `logging/setLevel` is kept and
+//!   stamped as `_meta` logLevel on its later requests.
+//! - URL elicitation: `elicitationId` dropped toward a 2026 host, minted toward a 2025 host;
+//!   `notifications/elicitation/complete` is not relayed to a 2026 host; a 2025 remote's
+//!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::mrtr`).
+//!
+//! Accounting (`face::stdio_observe`): each host request is tracked from `handle_request` to
+//! `reply`; errors the face makes itself are `Outcome::Failed` (`BridgeError::Refused`), so
+//! that `reply` counts them, and `Outcome::Error` is only ever what the remote answered (or
+//! its `-32042` translated for a 2026 host, counted at the remote as the error it was).
+//!
+//! Layout: this file holds the face, `serve` and line handling (requests, notifications,
+//! responses, initialize); `park` runs calls and their rounds (park, resume, ask the host),
+//! `listen` the listens and the held listen, `events` the forwarding of call events and
+//! server requests.
+
+mod events;
+mod listen;
+mod park;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::StreamExt;
+use serde_json::value::RawValue;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio_util::codec::FramedRead;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::call::{Call, CallCtx, CallEvent, Outcome};
+use crate::error::BridgeError;
+use crate::face::stdio_observe::{HostObserver, Tracked};
+use crate::framing::{single_line, Line, LineDecoder};
+use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
+use crate::mrtr::{self, ParkStore, StateSigner};
+use crate::notifications::{Honoured, ResourceSubs};
+use crate::protocol::{self, Era};
+use crate::upstream::remote::Remote;
+
+/// What the host told us in `initialize` (2025 host), stamped onto its calls for a 2026 remote.
+#[derive(Default)]
+struct Host {
+    era: Option<Era>,
+    stamp: Arc<Vec<(String, Box<RawValue>)>>,
+    /// The level of the 2025 host's last `logging/setLevel`.
+    log_level: Option<&'static str>,
+    /// The capabilities the 2025 host declared at `initialize`: the gate before it is asked
+    /// anything (`mrtr::may_ask`, as serve does for a 2025 session).
+    caps: Option<Box<RawValue>>,
+}
+
+/// The one caller a stdio face has, as far as `requestState` binding goes.
+const PRINCIPAL: &str = "stdio-host";
+
+/// Most calls parked at once for a 2026 host's input.
+const MAX_PARKED: usize = 256;
+
+/// A remote call running in its own task, so that it can be parked while a 2026 host gathers
+/// input. Dropping it cancels the call at the remote.
+struct Running {
+    events: mpsc::Receiver<CallEvent>,
+    task: tokio::task::JoinHandle<Outcome>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What parking a 2026 host's call needs to know.
+struct ParkCtx {
+    method: String,
+    digest: String,
+    /// This request's `clientCapabilities`.
+    caps: Option<Box<RawValue>>,
+    /// The round the host's request answered (0 for a first request).
+    round: u32,
+    /// Reuse this parked-call id when resuming.
+    park_id: Option<u64>,
+}
+
+/// A host's answer to one of our input requests: its result, or its error.
+type HostAnswer = Result<Box<RawValue>, Box<RawValue>>;
+
+/// Who a call's traffic goes to, and what it may receive.
+#[derive(Default)]
+struct Who {
+    /// A 2026 host (notifications are request-scoped or go to its listens).
+    modern: bool,
+    /// The rank of the request's `_meta` logLevel (2026 host); None: no log messages.
+    log_rank: Option<usize>,
+    /// A 2026 host's listen carried to a 2026 remote: its id, to tag the remote's traffic with.
+    listen: Option<Box<RawValue>>,
+}
+
+impl Who {
+    fn of(ctx: &CallCtx) -> Self {
+        Self {
+            modern: ctx.client_era == Era::Modern,
+            log_rank: ctx.log_level.and_then(protocol::log_level).map(|(_, r)| r),
+            listen: None,
+        }
+    }
+}
+
+/// A host request in flight.
+struct Inflight {
+    token: CancellationToken,
+    /// Its logLevel rank (2026 host), to route untargeted log messages.
+    log_rank: Option<usize>,
+    /// A 2026 host's listen: ended by `stopping` at shutdown (with its completion result), so
+    /// that its token means the host cancelled it.
+    listen: bool,
+}
+
+/// A 2026 host's listen that the bridge serves itself (2025 remote).
+struct Listener {
+    /// The listen request's id (exact JSON).
+    id: Box<RawValue>,
+    honoured: Honoured,
+}
+
+/// The one listen the bridge holds on a 2026 remote for a 2025 host.
+struct Held {
+    started: AtomicBool,
+    /// The host's resource subscriptions.
+    uris: Mutex<BTreeSet<String>>,
+    /// Woken when `uris` changes: the listen is re-opened with the new set.
+    resubscribe: Notify,
+    /// Acknowledgements received so far.
+    acks: watch::Sender<u64>,
+    /// The remote does not know `subscriptions/listen`: nothing to wait for.
+    unsupported: AtomicBool,
+}
+
+/// Most resources a 2025 host may subscribe to.
+const MAX_HOST_URIS: usize = 1000;
+/// How long a listen's acknowledgement may wait for the remote's side to be in place.
+const LISTEN_SETUP: Duration = Duration::from_secs(10);
+
+struct Face {
+    remote: Arc<Remote>,
+    out: mpsc::Sender<Bytes>,
+    host: Mutex<Host>,
+    /// Host request id (exact JSON text) → its call.
+    inflight: Mutex<HashMap<String, Inflight>>,
+    /// 2026 host's listens served by the bridge (2025 remote), by listen id (exact JSON text).
+    listens: Mutex<HashMap<String, Arc<Listener>>>,
+    /// The 2025 remote's resource subscriptions held for those listens.
+    resource_subs: ResourceSubs,
+    /// The listen held for a 2025 host (2026 remote).
+    held: Held,
+    /// Cancelled when the face shuts down (before the calls in flight are cancelled).
+    stopping: CancellationToken,
+    /// Our id for a server request sent to the host → the remote's id.
+    server_requests: Mutex<HashMap<String, Box<RawValue>>>,
+    /// Our id for an input request of a 2026 remote sent to a 2025 host → its waiter.
+    input_waits: Mutex<HashMap<String, oneshot::Sender<HostAnswer>>>,
+    signer: StateSigner,
+    parked: ParkStore<Running>,
+    tracker: TaskTracker,
+    obs: HostObserver,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Serve the host on `input`/`output` until the host closes `input` or `shutdown` fires,
+/// counting its requests and the bridge's answers with `obs`.
+pub async fn serve<R, W>(
+    remote: Arc<Remote>,
+    mut server_events: mpsc::Receiver<CallEvent>,
+    input: R,
+    output: W,
+    max_line: usize,
+    obs: HostObserver,
+    shutdown: CancellationToken,
+) where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let (out, out_rx) = mpsc::channel::<Bytes>(256);
+    let writer = tokio::spawn(write_loop(output, out_rx));
+    let face = Arc::new(Face {
+        remote,
+        out,
+        host: Mutex::new(Host::default()),
+        inflight: Mutex::new(HashMap::new()),
+        listens: Mutex::new(HashMap::new()),
+        resource_subs: ResourceSubs::default(),
+        held: Held {
+            started: AtomicBool::new(false),
+            uris: Mutex::new(BTreeSet::new()),
+            resubscribe: Notify::new(),
+            acks: watch::Sender::new(0),
+            unsupported: AtomicBool::new(false),
+        },
+        stopping: CancellationToken::new(),
+        server_requests: Mutex::new(HashMap::new()),
+        input_waits: Mutex::new(HashMap::new()),
+        signer: StateSigner::new(),
+        parked: ParkStore::new(MAX_PARKED),
+        tracker: TaskTracker::new(),
+        obs,
+    });
+    // Parked calls whose host never came back are cancelled at the remote.
+    let sweeper = {
+        let face = Arc::clone(&face);
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                for p in face.parked.take_expired() {
+                    info!(
+                        "a {} waiting for the host's input expired: cancelled",
+                        p.method
+                    );
+                    face.obs.cancelled("timeout");
+                }
+            }
+        })
+    };
+    // Traffic from the remote that belongs to no call (2025 GET stream).
+    let events_task = {
+        let face = Arc::clone(&face);
+        tokio::spawn(async move {
+            while let Some(ev) = server_events.recv().await {
+                face.forward_event(ev).await;
+            }
+        })
+    };
+    let mut lines = FramedRead::new(input, LineDecoder::new(max_line));
+    loop {
+        let next = tokio::select! {
+            _ = shutdown.cancelled() => { info!("shutting down"); break; }
+            n = lines.next() => n,
+        };
+        match next {
+            None => {
+                info!("the host closed stdin: shutting down");
+                break;
+            }
+            Some(Err(e)) => {
+                warn!("reading stdin: {e}");
+                break;
+            }
+            Some(Ok(Line::Oversize(n, _))) => {
+                warn!("skipped a {n}-byte line from the host (over --max-line)");
+                face.obs.unreadable(code::INVALID_REQUEST);
+                face.send(jsonrpc::error(
+                    None,
+                    code::INVALID_REQUEST,
+                    "message too large",
+                    None,
+                ))
+                .await;
+            }
+            Some(Ok(Line::Frame(f))) => face.handle_line(f).await,
+        }
+    }
+    // End the listens (with their completion results), cancel what is still running (each
+    // cancellation reaches the remote), then end the session and flush stdout.
+    face.stopping.cancel();
+    for (_, c) in lock(&face.inflight).drain() {
+        if !c.listen {
+            c.token.cancel();
+            face.obs.cancelled("shutdown");
+        }
+    }
+    sweeper.abort();
+    for _ in face.parked.take_all() {
+        face.obs.cancelled("shutdown");
+    }
+    lock(&face.input_waits).clear();
+    face.tracker.close();
+    let _ = tokio::time::timeout(Duration::from_secs(5), face.tracker.wait()).await;
+    face.remote.shutdown().await;
+    events_task.abort();
+    drop(face);
+    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Bytes>) {
+    while let Some(frame) = rx.recv().await {
+        let mut buf = BytesMut::with_capacity(frame.len() + 1);
+        buf.put_slice(&single_line(&frame));
+        buf.put_u8(b'\n');
+        // Batch whatever else is ready into the same write.
+        while let Ok(more) = rx.try_recv() {
+            buf.put_slice(&single_line(&more));
+            buf.put_u8(b'\n');
+        }
+        if w.write_all(&buf).await.is_err() || w.flush().await.is_err() {
+            warn!("stdout closed: the host is gone");
+            return;
+        }
+    }
+}
+
+impl Face {
+    async fn send(&self, frame: Bytes) {
+        let _ = self.out.send(frame).await;
+    }
+
+    /// Answer the host's request `t` (id `id`) with `o`, and count the answer.
+    async fn reply(&self, t: Tracked, id: &str, o: Outcome) {
+        self.obs.answered(t, &o);
+        self.send(answer(id, o)).await;
+    }
+
+    /// Answer the host's request `t` with the face's own error, from a task of its own.
+    fn refuse(self: &Arc<Self>, t: Tracked, id: String, c: i64, msg: &str) {
+        let me = Arc::clone(self);
+        let o = refused(c, msg);
+        tokio::spawn(async move { me.reply(t, &id, o).await });
+    }
+
+    async fn handle_line(self: &Arc<Self>, f: Bytes) {
+        if f.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        let env = match Envelope::parse(&f) {
+            Ok(e) => e,
+            Err(jsonrpc::FrameError::Json(e)) => {
+                warn!("unparsable line from the host: {e}");
+                self.obs.unreadable(code::PARSE_ERROR);
+                self.send(jsonrpc::error(None, code::PARSE_ERROR, "parse error", None))
+                    .await;
+                return;
+            }
+            Err(e) => {
+                self.obs.unreadable(code::INVALID_REQUEST);
+                self.send(jsonrpc::error(
+                    None,
+                    code::INVALID_REQUEST,
+                    &e.to_string(),
+                    None,
+                ))
+                .await;
+                return;
+            }
+        };
+        match env.kind() {
+            Ok(Kind::Request) => self.handle_request(&env),
+            Ok(Kind::Notification) => self.handle_notification(&env).await,
+            Ok(Kind::Response) => self.handle_response(&env),
+            Err(e) => {
+                let id = env.id.map(RawValue::get);
+                self.obs.unreadable(code::INVALID_REQUEST);
+                self.send(jsonrpc::error(
+                    id,
+                    code::INVALID_REQUEST,
+                    &e.to_string(),
+                    None,
+                ))
+                .await;
+            }
+        }
+    }
+
+    fn handle_request(self: &Arc<Self>, env: &Envelope<'_>) {
+        let Some(id_raw) = env.id else { return };
+        let id = id_raw.get().trim().to_owned();
+        let method = env.method().to_owned();
+        let t = self.obs.request(&method);
+        let params = env.params.map(ToOwned::to_owned);
+        if method == "initialize" {
+            self.start_initialize(t, id, params);
+            return;
+        }
+        if method == "ping" {
+            let me = Arc::clone(self);
+            let pong = Outcome::Result(jsonrpc::raw("{}"));
+            tokio::spawn(async move { me.reply(t, &id, pong).await });
+            return;
+        }
+        let modern = jsonrpc::meta_field(params.as_deref(), protocol::META_PROTOCOL_VERSION)
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+            .is_some_and(|v| !protocol::is_legacy_version(&v));
+        let ctx = if modern {
+            let Ok(level) = protocol::request_log_level(params.as_deref()) else {
+                let msg = "invalid io.modelcontextprotocol/logLevel";
+                self.refuse(t, id, code::INVALID_PARAMS, msg);
+                return;
+            };
+            let mut h = lock(&self.host);
+            if h.era.is_none() {
+                info!("the host speaks 2026-07-28");
+                h.era = Some(Era::Modern);
+            }
+            CallCtx {
+                log_level: level,
+                ..CallCtx::modern()
+            }
+        } else {
+            let mut h = lock(&self.host);
+            if method == "logging/setLevel" {
+                // Kept before the next request is read: it is stamped on the host's later
+                // requests to a 2026 remote.
+                let level = params
+                    .as_deref()
+                    .and_then(Fields::parse)
+                    .and_then(|f| f.get("level").map(ToOwned::to_owned))
+                    .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
+                    .and_then(|l| protocol::log_level(&l));
+                let Some((level, _)) = level else {
+                    drop(h);
+                    let msg = "invalid or missing logging level";
+                    self.refuse(t, id, code::INVALID_PARAMS, msg);
+                    return;
+                };
+                h.log_level = Some(level);
+            }
+            CallCtx {
+                client_era: Era::Legacy,
+                stamp_meta: protocol::stamp_with_log_level(&h.stamp, h.log_level),
+                session: None,
+                accepts_server_requests: true,
+                log_level: None,
+                tool: None,
+            }
+        };
+        let token = CancellationToken::new();
+        let listen = modern && method == "subscriptions/listen";
+        {
+            let mut inflight = lock(&self.inflight);
+            if inflight.contains_key(&id) {
+                drop(inflight);
+                let msg = "a request with this id is still in flight";
+                self.refuse(t, id, code::INVALID_REQUEST, msg);
+                return;
+            }
+            inflight.insert(
+                id.clone(),
+                Inflight {
+                    token: token.clone(),
+                    // Never log messages on a listen.
+                    log_rank: Who::of(&ctx).log_rank.filter(|_| !listen),
+                    listen,
+                },
+            );
+        }
+        let call = Call {
+            method,
+            params,
+            ctx,
+        };
+        let me = Arc::clone(self);
+        self.tracker.spawn(async move {
+            me.run_call(t, id, call, token).await;
+        });
+    }
+
+    fn start_initialize(self: &Arc<Self>, t: Tracked, id: String, params: Option<Box<RawValue>>) {
+        let p = params.as_deref();
+        let field = |k: &str| {
+            p.and_then(Fields::parse)
+                .and_then(|f| f.get(k).map(ToOwned::to_owned))
+        };
+        let requested =
+            field("protocolVersion").and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+        let mut stamp: Vec<(String, Box<RawValue>)> = vec![(
+            protocol::META_PROTOCOL_VERSION.to_owned(),
+            jsonrpc::raw(&format!("\"{}\"", protocol::MODERN)),
+        )];
+        stamp.push((
+            protocol::META_CLIENT_CAPABILITIES.to_owned(),
+            field("capabilities").unwrap_or_else(|| jsonrpc::raw("{}")),
+        ));
+        if let Some(ci) = field("clientInfo") {
+            stamp.push((protocol::META_CLIENT_INFO.to_owned(), ci));
+        }
+        {
+            let mut h = lock(&self.host);
+            h.era = Some(Era::Legacy);
+            h.caps = field("capabilities");
+            h.stamp = Arc::new(stamp);
+        }
+        info!(
+            "the host speaks 2025 ({})",
+            requested.as_deref().unwrap_or("no version")
+        );
+        self.remote.set_host_init(p);
+        let me = Arc::clone(self);
+        self.tracker.spawn(async move {
+            let o = me.remote.host_initialize(requested).await;
+            if matches!(o, Outcome::Result(_)) && me.remote.era().await == Some(Era::Modern) {
+                // Notifications flow once the host has its answer (bounded wait).
+                let mut acks = me.held.acks.subscribe();
+                let before = *acks.borrow_and_update();
+                if !me.ensure_held() {
+                    let _ =
+                        tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
+                }
+            }
+            me.reply(t, &id, o).await;
+        });
+    }
+
+    async fn handle_notification(self: &Arc<Self>, env: &Envelope<'_>) {
+        match env.method() {
+            "notifications/cancelled" => {
+                let Some(rid) = env
+                    .params
+                    .and_then(Fields::parse)
+                    .and_then(|f| f.get("requestId").map(|v| v.get().trim().to_owned()))
+                else {
+                    return;
+                };
+                match lock(&self.inflight).remove(&rid) {
+                    Some(c) => {
+                        info!("the host cancelled request {rid}");
+                        c.token.cancel();
+                        self.obs.cancelled("client_notification");
+                    }
+                    None => debug!("cancellation for unknown request {rid} ignored"),
+                }
+            }
+            "notifications/initialized" => {}
+            m => {
+                let m = m.to_owned();
+                let params = env.params.map(ToOwned::to_owned);
+                let remote = Arc::clone(&self.remote);
+                self.tracker.spawn(async move {
+                    remote.notify(&m, params.as_deref()).await;
+                });
+            }
+        }
+    }
+
+    fn handle_response(self: &Arc<Self>, env: &Envelope<'_>) {
+        let Some(id) = env.id else { return };
+        let id = id.get().trim();
+        let Some(remote_id) = lock(&self.server_requests).remove(id) else {
+            if let Some(tx) = lock(&self.input_waits).remove(id) {
+                let a = match (env.result, env.error) {
+                    (Some(r), _) => Ok(ToOwned::to_owned(r)),
+                    (None, Some(e)) => Err(ToOwned::to_owned(e)),
+                    (None, None) => Err(jsonrpc::raw("null")),
+                };
+                let _ = tx.send(a);
+                return;
+            }
+            debug!("a response from the host for an unknown id was dropped");
+            return;
+        };
+        let result = env.result.map(ToOwned::to_owned);
+        let error = env.error.map(ToOwned::to_owned);
+        let remote = Arc::clone(&self.remote);
+        self.tracker.spawn(async move {
+            remote
+                .respond(&remote_id, result.as_deref(), error.as_deref())
+                .await;
+        });
+    }
+}
+
+/// The `clientCapabilities` a 2026 request declared in its `_meta`.
+fn client_caps(params: Option<&RawValue>) -> Option<Box<RawValue>> {
+    jsonrpc::meta_field(params, protocol::META_CLIENT_CAPABILITIES).map(ToOwned::to_owned)
+}
+
+/// A 2025 remote's `-32042` (retired in 2026) for a 2026 host: `input_required` with the URL
+/// elicitations, or `-32021` without `elicitation.url` (see `crate::mrtr`). The host's retry
+/// reaches the remote as the same call again (plus `inputResponses`, which 2025 ignores).
+fn url_required_for_modern(o: Outcome, caps: Option<&RawValue>) -> Outcome {
+    let Outcome::Error(e) = &o else { return o };
+    match mrtr::url_required_for_modern(e, caps) {
+        Some(Ok(r)) => Outcome::Result(jsonrpc::raw(&r)),
+        Some(Err(obj)) => Outcome::Error(jsonrpc::raw(&obj)),
+        None => o,
+    }
+}
+
+fn internal_error(msg: &str) -> Outcome {
+    refused(code::INTERNAL_ERROR, msg)
+}
+
+/// The face's own error for a request (counted as the bridge's).
+fn refused(c: i64, msg: &str) -> Outcome {
+    Outcome::Failed(BridgeError::Refused {
+        code: c,
+        message: msg.to_owned(),
+    })
+}
+
+/// The response frame for an outcome, under the host's id.
+fn answer(id: &str, o: Outcome) -> Bytes {
+    match o {
+        Outcome::Result(r) => jsonrpc::result(id, r.get()),
+        Outcome::Error(e) => jsonrpc::error_raw(Some(id), e.get()),
+        Outcome::Failed(e) => jsonrpc::error_raw(Some(id), &e.error_object()),
+    }
+}

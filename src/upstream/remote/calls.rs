@@ -1,0 +1,404 @@
+//! Calls to the remote upstream: `call` for either era (`call_modern`, `call_legacy`, retry
+//! safety), the answer to a 2025 server request, notifications, and the guard that posts
+//! `notifications/cancelled` when a 2025 call is dropped unanswered.
+
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use serde_json::value::RawValue;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::fault::Fault;
+use super::probe::discover_from_init;
+use super::{Mode, Remote, Session};
+use crate::call::{Call, CallEvent, Outcome};
+use crate::jsonrpc::{self, code, Envelope, Fields};
+use crate::protocol::{self, Era};
+
+impl Remote {
+    /// Carry one call to the remote. Dropping the future cancels it there.
+    pub async fn call(self: &Arc<Self>, call: Call, events: mpsc::Sender<CallEvent>) -> Outcome {
+        let fut = self.call_inner(&call, &events);
+        // A listen stream stays open as long as its subscriber wants: no request timeout.
+        let limit = self
+            .cfg
+            .request_timeout
+            .filter(|_| call.method != "subscriptions/listen");
+        let o = match limit {
+            Some(t) => match tokio::time::timeout(t, fut).await {
+                Ok(o) => o,
+                Err(_) => {
+                    warn!("{} timed out after {} ms", call.method, t.as_millis());
+                    self.obs.cancelled("timeout");
+                    self.fault_outcome(&Fault::Timeout(t.as_millis() as u64))
+                }
+            },
+            None => fut.await,
+        };
+        self.obs.answered(&call, &o);
+        o
+    }
+
+    pub(super) async fn call_inner(
+        self: &Arc<Self>,
+        call: &Call,
+        events: &mpsc::Sender<CallEvent>,
+    ) -> Outcome {
+        let mode = match self.mode().await {
+            Ok(m) => m,
+            Err(f) => return self.fault_outcome(&f),
+        };
+        match mode {
+            Mode::Modern => self.call_modern(call, events).await,
+            Mode::Legacy { version } => self.call_legacy(call, events, &version).await,
+        }
+    }
+
+    pub(super) fn retry_safe(&self, call: &Call) -> bool {
+        if !self.cfg.retry_idempotent {
+            return false;
+        }
+        if call.method != "tools/call" {
+            // Reads and lists have no side effects.
+            return matches!(
+                call.method.as_str(),
+                "tools/list"
+                    | "prompts/list"
+                    | "prompts/get"
+                    | "resources/list"
+                    | "resources/read"
+                    | "resources/templates/list"
+                    | "server/discover"
+            );
+        }
+        jsonrpc::Fields::parse(call.params.as_deref().unwrap_or(&jsonrpc::raw("{}")))
+            .and_then(|f| f.get("name").map(|n| n.get().to_owned()))
+            .and_then(|n| serde_json::from_str::<String>(&n).ok())
+            .and_then(|n| self.tool(&n))
+            .is_some_and(|t| t.retry_safe)
+    }
+
+    pub(super) async fn call_modern(
+        self: &Arc<Self>,
+        call: &Call,
+        events: &mpsc::Sender<CallEvent>,
+    ) -> Outcome {
+        // A 2025 host's `logging/setLevel` never gets here: the stdio face keeps the level and
+        // stamps it on the host's later requests as `_meta` logLevel.
+        let legacy_host = call.ctx.client_era == Era::Legacy;
+        let stamped;
+        let mut params = call.params.as_deref();
+        if !call.ctx.stamp_meta.is_empty() {
+            let add: Vec<(&str, &RawValue)> = call
+                .ctx
+                .stamp_meta
+                .iter()
+                .map(|(k, v)| (k.as_str(), &**v))
+                .collect();
+            if let Some(p) = jsonrpc::rewrite_request_params(params, None, &add) {
+                stamped = jsonrpc::raw(&p);
+                params = Some(&stamped);
+            }
+        }
+        let version = jsonrpc::meta_field(params, protocol::META_PROTOCOL_VERSION)
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+            .unwrap_or_else(|| protocol::MODERN.to_owned());
+        if call.method == "tools/call" {
+            let name = params
+                .and_then(Fields::parse)
+                .and_then(|f| f.get("name").map(|n| n.get().to_owned()))
+                .and_then(|n| serde_json::from_str::<String>(&n).ok());
+            if let Some(n) = name {
+                if self.tool(&n).is_none() {
+                    self.refresh_tools().await;
+                }
+            }
+        }
+        let mut header_retry_left = true;
+        let mut transport_retry_left = self.retry_safe(call);
+        loop {
+            let mut h = self.modern_headers(&version, &call.method);
+            self.name_headers(&mut h, &call.method, params);
+            let id = self.mint();
+            let frame = jsonrpc::request(&id.to_string(), &call.method, params.map(RawValue::get));
+            let ans = match self.exchange(frame, &h, Some(id), Some(events), None).await {
+                Ok(a) => a,
+                Err(f)
+                    if transport_retry_left
+                        && f.may_have_reached()
+                        && !matches!(f, Fault::Timeout(_)) =>
+                {
+                    warn!(
+                        "{} failed ({}); retrying once (--retry-idempotent)",
+                        call.method,
+                        f.reason()
+                    );
+                    transport_retry_left = false;
+                    continue;
+                }
+                Err(f) => return self.fault_outcome(&f),
+            };
+            let Some(frame) = ans.frame else {
+                return self.malformed("the remote accepted the request without answering");
+            };
+            let Ok(env) = Envelope::parse(&frame) else {
+                return self.malformed("unparsable response");
+            };
+            if let Some(e) = env.error {
+                if protocol::error_code(e) == Some(code::HEADER_MISMATCH) && header_retry_left {
+                    info!(
+                        "{} rejected with -32020: refreshing the tool list and retrying once",
+                        call.method
+                    );
+                    header_retry_left = false;
+                    self.refresh_tools().await;
+                    continue;
+                }
+                return Outcome::Error(ToOwned::to_owned(e));
+            }
+            let Some(r) = env.result else {
+                return self.malformed("response without result");
+            };
+            let filtered = if call.method == "tools/list" {
+                self.learn_tools(r, true).map(|f| jsonrpc::raw(&f))
+            } else {
+                None
+            };
+            let r: &RawValue = filtered.as_deref().unwrap_or(r);
+            if legacy_host
+                && memchr::memmem::find(r.get().as_bytes(), b"input_required").is_some()
+                && Fields::parse(r)
+                    .and_then(|f| f.get("resultType").map(|v| v.get() == "\"input_required\""))
+                    == Some(true)
+            {
+                // Left as it is: the stdio face turns it into requests to the 2025 host and
+                // retries with the answers.
+                return Outcome::Result(ToOwned::to_owned(r));
+            }
+            if legacy_host {
+                // 2025 hosts do not know `resultType`/`ttlMs`/`cacheScope`.
+                if let Some(t) = protocol::modern_result_to_legacy(r) {
+                    return Outcome::Result(jsonrpc::raw(&t));
+                }
+            }
+            return Outcome::Result(ToOwned::to_owned(r));
+        }
+    }
+
+    pub(super) async fn call_legacy(
+        self: &Arc<Self>,
+        call: &Call,
+        events: &mpsc::Sender<CallEvent>,
+        version: &str,
+    ) -> Outcome {
+        let modern_host = call.ctx.client_era == Era::Modern;
+        let mut session_retry_left = true;
+        let mut transport_retry_left = self.retry_safe(call);
+        loop {
+            let s = match self.ensure_session(version).await {
+                Ok(s) => s,
+                Err(f) => return self.fault_outcome(&f),
+            };
+            if call.method == "server/discover" {
+                return Outcome::Result(jsonrpc::raw(&discover_from_init(&s.init_result)));
+            }
+            let id = self.mint();
+            let stripped = modern_host
+                .then(|| call.params.as_deref().and_then(strip_modern_meta))
+                .flatten();
+            let params = stripped
+                .as_deref()
+                .or(call.params.as_deref().map(RawValue::get));
+            let frame = jsonrpc::request(&id.to_string(), &call.method, params);
+            // The exchange runs in its own task so that a cancelled call can post
+            // `notifications/cancelled` *before* its response stream is closed (a 2025 server
+            // may forget the request once its stream is gone).
+            let task = {
+                let me = Arc::clone(self);
+                let events = events.clone();
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let h = me.session_headers(&s);
+                    me.exchange(frame, &h, Some(id), Some(&events), Some(&s))
+                        .await
+                })
+            };
+            let mut guard = CancelGuard {
+                remote: Arc::clone(self),
+                session: s.clone(),
+                id,
+                armed: true,
+                exchange: Some(task.abort_handle()),
+            };
+            let res = task
+                .await
+                .unwrap_or_else(|e| Err(Fault::Broken(format!("internal: {e}"))));
+            guard.armed = false;
+            let ans = match res {
+                Ok(a) => a,
+                Err(Fault::SessionGone) => {
+                    // A 404 means the request was not processed: safe to send again.
+                    self.drop_session(s.generation).await;
+                    if session_retry_left {
+                        session_retry_left = false;
+                        continue;
+                    }
+                    return self.fault_outcome(&Fault::SessionGone);
+                }
+                Err(f) if transport_retry_left && f.may_have_reached() => {
+                    warn!(
+                        "{} failed ({}); retrying once (--retry-idempotent)",
+                        call.method,
+                        f.reason()
+                    );
+                    transport_retry_left = false;
+                    continue;
+                }
+                Err(f) => {
+                    if let Fault::Broken(_) = f {
+                        // The stream died: maybe the session went with it; check lazily.
+                        debug!("{} lost its response stream", call.method);
+                    }
+                    return self.fault_outcome(&f);
+                }
+            };
+            let Some(frame) = ans.frame else {
+                return self.malformed("the remote accepted the request without answering");
+            };
+            let Ok(env) = Envelope::parse(&frame) else {
+                return self.malformed("unparsable response");
+            };
+            if let Some(e) = env.error {
+                return Outcome::Error(ToOwned::to_owned(e));
+            }
+            let Some(r) = env.result else {
+                return self.malformed("response without result");
+            };
+            if call.method == "tools/list" {
+                let _ = self.learn_tools(r, false);
+            }
+            if modern_host {
+                if let Some(t) = protocol::legacy_result_to_modern(&call.method, r) {
+                    return Outcome::Result(jsonrpc::raw(&t));
+                }
+            }
+            return Outcome::Result(ToOwned::to_owned(r));
+        }
+    }
+
+    /// Send the host's answer to a 2025 server request back under the remote's id.
+    pub async fn respond(
+        self: &Arc<Self>,
+        remote_id: &RawValue,
+        result: Option<&RawValue>,
+        error: Option<&RawValue>,
+    ) {
+        let Ok(Mode::Legacy { version }) = self.mode().await else {
+            return;
+        };
+        let frame = match (result, error) {
+            (Some(r), _) => jsonrpc::result(remote_id.get(), r.get()),
+            (None, Some(e)) => jsonrpc::error_raw(Some(remote_id.get()), e.get()),
+            (None, None) => return,
+        };
+        let Ok(s) = self.ensure_session(&version).await else {
+            return;
+        };
+        if let Err(f) = self
+            .exchange(frame, &self.session_headers(&s), None, None, Some(&s))
+            .await
+        {
+            warn!("could not deliver an answer to the remote: {}", f.reason());
+        }
+    }
+
+    /// Forward a host notification (2025 remote only; 2026 has no client notifications on HTTP).
+    pub async fn notify(self: &Arc<Self>, method: &str, params: Option<&RawValue>) {
+        let Ok(Mode::Legacy { version }) = self.mode().await else {
+            debug!("dropping host notification {method}: a 2026 remote takes none");
+            return;
+        };
+        let Ok(s) = self.ensure_session(&version).await else {
+            return;
+        };
+        let frame = jsonrpc::notification(method, params.map(RawValue::get));
+        if let Err(f) = self
+            .exchange(frame, &self.session_headers(&s), None, None, Some(&s))
+            .await
+        {
+            warn!("could not deliver {method} to the remote: {}", f.reason());
+        }
+    }
+}
+
+/// Posts `notifications/cancelled` to a 2025 remote when a call is dropped unanswered.
+pub(super) struct CancelGuard {
+    remote: Arc<Remote>,
+    session: Session,
+    id: u64,
+    armed: bool,
+    /// The exchange to stop once the cancellation is delivered.
+    exchange: Option<tokio::task::AbortHandle>,
+}
+
+impl Drop for CancelGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let remote = Arc::clone(&self.remote);
+        let s = self.session.clone();
+        let id = self.id;
+        info!("cancelling request {id} on the remote");
+        let params = format!("{{\"requestId\":{id},\"reason\":\"cancelled by the client\"}}");
+        let frame = jsonrpc::notification("notifications/cancelled", Some(&params));
+        let exchange = self.exchange.take();
+        if tokio::runtime::Handle::try_current().is_ok() {
+            self.remote.tracker.spawn(async move {
+                let h = remote.session_headers(&s);
+                if let Err(f) = remote.exchange(frame, &h, None, None, Some(&s)).await {
+                    debug!("notifications/cancelled not delivered: {}", f.reason());
+                }
+                if let Some(x) = exchange {
+                    x.abort();
+                }
+            });
+        } else if let Some(x) = exchange {
+            x.abort();
+        }
+    }
+}
+
+/// Params of a 2026 request without the 2026-only `_meta` keys (protocol version, client
+/// capabilities/info, log level), for a 2025 remote. None when there is nothing to remove.
+pub(super) fn strip_modern_meta(params: &RawValue) -> Option<String> {
+    const KEYS: [&str; 4] = [
+        protocol::META_PROTOCOL_VERSION,
+        protocol::META_CLIENT_CAPABILITIES,
+        protocol::META_CLIENT_INFO,
+        protocol::META_LOG_LEVEL,
+    ];
+    let p = Fields::parse(params)?;
+    let meta = Fields::parse(p.get("_meta")?)?;
+    if !meta.0.iter().any(|(k, _)| KEYS.contains(&k.as_ref())) {
+        return None;
+    }
+    let kept: Vec<_> = meta
+        .0
+        .iter()
+        .filter(|(k, _)| !KEYS.contains(&k.as_ref()))
+        .cloned()
+        .collect();
+    let mut fields: Vec<_> = p.0.iter().filter(|(k, _)| k != "_meta").cloned().collect();
+    let mut buf = BytesMut::new();
+    let new_meta;
+    if !kept.is_empty() {
+        jsonrpc::write_object(&mut buf, &kept);
+        new_meta = jsonrpc::raw(std::str::from_utf8(&buf).ok()?);
+        fields.push((std::borrow::Cow::Borrowed("_meta"), &*new_meta));
+    }
+    let mut out = BytesMut::new();
+    jsonrpc::write_object(&mut out, &fields);
+    String::from_utf8(out.to_vec()).ok()
+}

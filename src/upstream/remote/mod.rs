@@ -1,0 +1,440 @@
+//! A remote Streamable HTTP server as an upstream (`connect`): an HTTPS client (hyper over
+//! rustls, HTTP/1.1 and HTTP/2 by ALPN) that finds the remote's era (a 2026 request first, then
+//! `initialize`), carries calls under bridge-minted ids, reads JSON and SSE answers (progress
+//! and 2025 server requests become `CallEvent`s), keeps a 2025 session (re-initialise on 404,
+//! GET stream, `Last-Event-ID` resumption, DELETE at the end), sends the 2026 mirror headers
+//! (`Mcp-Param-*` from the tool list), and turns every transport fault into a JSON-RPC error for
+//! the call it hit. For the face's translations across eras it tells the remote's era and
+//! capabilities, whether the 2025 GET stream is open (a listen is acknowledged once it is), and
+//! keeps a 2025 session's log level (lowered with `logging/setLevel` once per change for 2026
+//! hosts). A `subscriptions/listen` is exempt from `--request-timeout`.
+//!
+//! Cancellation is by drop: dropping a `call` future drops its response stream (the 2026
+//! cancellation) and, for a 2025 remote, posts `notifications/cancelled` with the remote-side id.
+//! Credentials live only in the header list sent on each request and are never logged.
+//!
+//! Accounting (`upstream::observe::RemoteObserver`): `send` counts every HTTP answer by
+//! status, `exchange` every exchange that got none (by `Fault::transport_reason`), `call` the
+//! remote's JSON-RPC errors and tool results. A fault is answered as `Outcome::Failed`, so
+//! that the face counts it as the bridge's error.
+
+//!
+//! Layout: this file holds the configuration, the `Remote` state and its public API;
+//! `fault` the transport faults, `transport` the HTTP exchange and SSE reading, `probe` era
+//! detection and tool header rules, `session` the 2025 session and GET stream, `calls` the
+//! calls, answers, notifications and cancellation.
+
+mod calls;
+mod fault;
+mod probe;
+mod session;
+mod transport;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http::header::{HeaderName, HeaderValue};
+use http::{Method, Uri};
+use http_body_util::Full;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use serde_json::json;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, OnceCell};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::call::{Call, CallEvent, Outcome};
+use crate::jsonrpc;
+use crate::metrics::Metrics;
+use crate::protocol::{self, Era};
+use crate::upstream::observe::RemoteObserver;
+
+use self::fault::chain;
+use self::transport::build_client;
+
+/// Everything `connect` needs to reach the remote.
+#[derive(Debug, Clone)]
+pub struct RemoteConfig {
+    pub url: Uri,
+    /// Extra headers for every request (`-H`, `--header-file`, the bearer token). Values are
+    /// marked sensitive; they are never logged.
+    pub headers: Vec<(HeaderName, HeaderValue)>,
+    /// Was a bearer token configured (for the 401/403 advice)?
+    pub has_token: bool,
+    /// `None` = auto-detect; else a pinned revision.
+    pub protocol: Option<String>,
+    pub ca_file: Option<PathBuf>,
+    pub system_roots: bool,
+    pub connect_timeout: Duration,
+    /// Per-request limit; `None` = wait as long as the remote takes.
+    pub request_timeout: Option<Duration>,
+    pub retry_idempotent: bool,
+    /// Largest JSON body or SSE event accepted from the remote.
+    pub max_response: usize,
+    /// How long the era probe waits before assuming a 2025 server.
+    pub probe_timeout: Duration,
+    /// An SSE stream silent (no event, no keep-alive comment) this long is treated as dead.
+    /// `None` = no limit (TCP keep-alive still detects a vanished peer).
+    pub idle_timeout: Option<Duration>,
+}
+
+/// What the remote is, once known.
+#[derive(Debug, Clone)]
+enum Mode {
+    Modern,
+    Legacy { version: String },
+}
+
+#[derive(Debug, Clone)]
+struct Session {
+    id: Option<String>,
+    version: String,
+    init_result: Arc<RawValue>,
+    generation: u64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct ToolInfo {
+    /// (header name without prefix, as annotated; property)
+    headers: Vec<(String, String)>,
+    retry_safe: bool,
+}
+
+/// An answer from one POST (or resumed GET).
+struct Answer {
+    frame: Option<Bytes>,
+    session: Option<String>,
+}
+
+type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// The remote upstream. Cheap to share (`Arc`).
+pub struct Remote {
+    cfg: RemoteConfig,
+    client: HttpClient,
+    origin: String,
+    next_id: AtomicU64,
+    mode: OnceCell<Mode>,
+    discover: Mutex<Option<Arc<RawValue>>>,
+    session: tokio::sync::Mutex<Option<Session>>,
+    generation: AtomicU64,
+    /// The host's `initialize` params, reused for (re-)initialising a 2025 remote.
+    init_params: Mutex<Option<Box<RawValue>>>,
+    tools: Mutex<HashMap<String, ToolInfo>>,
+    /// Consecutive connection failures and when the next attempt may go out.
+    failures: Mutex<(u32, Option<Instant>)>,
+    /// Traffic belonging to no call (2025 GET stream) for the face.
+    events: mpsc::Sender<CallEvent>,
+    get_stream: Mutex<Option<CancellationToken>>,
+    /// Where the 2025 GET stream stands (`GET_*`), so that a listen is acknowledged once
+    /// notifications can flow.
+    get_state: tokio::sync::watch::Sender<u8>,
+    /// The level the 2025 session logs at for 2026 hosts, and the lock that orders its changes.
+    log_floor: crate::notifications::LogFloor,
+    log_lock: tokio::sync::Mutex<()>,
+    tracker: TaskTracker,
+    obs: RemoteObserver,
+}
+
+/// The GET stream is being opened (or re-opened).
+const GET_CONNECTING: u8 = 0;
+/// The GET stream is open.
+const GET_OPEN: u8 = 1;
+/// The remote offers no GET stream (405) or the session is gone.
+const GET_NONE: u8 = 2;
+
+impl Remote {
+    /// Create the upstream. `events` receives traffic that belongs to no call; its traffic is
+    /// counted in `metrics` under the server name `server`.
+    pub fn new(
+        cfg: RemoteConfig,
+        events: mpsc::Sender<CallEvent>,
+        metrics: Arc<Metrics>,
+        server: &str,
+    ) -> Result<Arc<Self>, String> {
+        let client = build_client(&cfg)?;
+        let origin = match (cfg.url.scheme_str(), cfg.url.host()) {
+            (Some(s), Some(h)) => match cfg.url.port_u16() {
+                Some(p) => format!("{s}://{h}:{p}"),
+                None => format!("{s}://{h}"),
+            },
+            _ => return Err(format!("not an http(s) URL: {}", cfg.url)),
+        };
+        if !matches!(cfg.url.scheme_str(), Some("http" | "https")) {
+            return Err(format!("URL must be http:// or https://, got {origin}"));
+        }
+        Ok(Arc::new(Self {
+            cfg,
+            client,
+            origin,
+            next_id: AtomicU64::new(1),
+            mode: OnceCell::new(),
+            discover: Mutex::new(None),
+            session: tokio::sync::Mutex::new(None),
+            generation: AtomicU64::new(0),
+            init_params: Mutex::new(None),
+            tools: Mutex::new(HashMap::new()),
+            failures: Mutex::new((0, None)),
+            events,
+            get_stream: Mutex::new(None),
+            get_state: tokio::sync::watch::Sender::new(GET_CONNECTING),
+            log_floor: crate::notifications::LogFloor::default(),
+            log_lock: tokio::sync::Mutex::new(()),
+            tracker: TaskTracker::new(),
+            obs: RemoteObserver::new(metrics, server),
+        }))
+    }
+
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    fn mint(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The remote's era (found on first use); None when it cannot be reached.
+    pub async fn era(&self) -> Option<Era> {
+        match self.mode().await {
+            Ok(Mode::Modern) => Some(Era::Modern),
+            Ok(Mode::Legacy { .. }) => Some(Era::Legacy),
+            Err(f) => {
+                debug!("remote era unknown: {}", f.reason());
+                None
+            }
+        }
+    }
+
+    /// The remote's server capabilities: from its `InitializeResult` (2025, opening the
+    /// session if needed) or its `server/discover` result (2026). Null when unreachable.
+    pub async fn capabilities(self: &Arc<Self>) -> serde_json::Value {
+        let init = match self.mode().await {
+            Ok(Mode::Legacy { version }) => match self.ensure_session(&version).await {
+                Ok(s) => s.init_result.get().to_owned(),
+                Err(_) => return serde_json::Value::Null,
+            },
+            Ok(Mode::Modern) => match self.host_initialize(None).await {
+                Outcome::Result(r) => r.get().to_owned(),
+                _ => return serde_json::Value::Null,
+            },
+            Err(_) => return serde_json::Value::Null,
+        };
+        serde_json::from_str::<serde_json::Value>(&init)
+            .ok()
+            .and_then(|mut v| v.get_mut("capabilities").map(serde_json::Value::take))
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Wait (at most `limit`) until the 2025 GET stream is open or known to be unavailable;
+    /// true when it is open.
+    pub async fn wait_get_stream(&self, limit: Duration) -> bool {
+        let mut rx = self.get_state.subscribe();
+        let r = tokio::time::timeout(limit, rx.wait_for(|s| *s != GET_CONNECTING)).await;
+        matches!(r, Ok(Ok(s)) if *s == GET_OPEN)
+    }
+
+    /// A 2026 host asked for logs at `level` on a 2025 remote, which logs per session: lower
+    /// the session's level with `logging/setLevel` when `level` is below it (once per change;
+    /// each call's messages are filtered by its own level in the face).
+    pub async fn ensure_log_level(self: &Arc<Self>, level: &'static str) {
+        let _g = self.log_lock.lock().await;
+        if !self.log_floor.lower(level) {
+            return;
+        }
+        let call = Call {
+            method: "logging/setLevel".into(),
+            params: Some(jsonrpc::raw(&json!({ "level": level }).to_string())),
+            ctx: crate::call::CallCtx {
+                client_era: Era::Legacy,
+                ..crate::call::CallCtx::modern()
+            },
+        };
+        let (tx, _rx) = mpsc::channel(1);
+        let o = tokio::time::timeout(Duration::from_secs(10), self.call(call, tx)).await;
+        match o {
+            Ok(Outcome::Result(_)) => {
+                info!("the 2025 remote now logs at {level} (logging/setLevel)")
+            }
+            Ok(_) | Err(_) => {
+                warn!(
+                    "logging/setLevel {level} failed at the remote; will retry on the next request"
+                );
+                self.log_floor.reset();
+            }
+        }
+    }
+
+    /// Keep the host's `initialize` params: a 2025 remote is initialised with them.
+    pub fn set_host_init(&self, params: Option<&RawValue>) {
+        *self.init_params.lock().unwrap_or_else(|p| p.into_inner()) = params.map(ToOwned::to_owned);
+    }
+
+    /// Answer a 2025 host's `initialize`: from the remote's own `InitializeResult` (2025
+    /// remote) or from its `server/discover` result (2026 remote).
+    pub async fn host_initialize(self: &Arc<Self>, requested: Option<String>) -> Outcome {
+        let mode = match self.mode().await {
+            Ok(m) => m,
+            Err(f) => return self.fault_outcome(&f),
+        };
+        match mode {
+            Mode::Legacy { version } => match self.ensure_session(&version).await {
+                Ok(s) => Outcome::Result(jsonrpc::raw(s.init_result.get())),
+                Err(f) => self.fault_outcome(&f),
+            },
+            Mode::Modern => {
+                let d = match self.discover_result().await {
+                    Ok(d) => d,
+                    Err(o) => return o,
+                };
+                let version = protocol::negotiate_legacy(requested.as_deref());
+                let r = crate::era::lifecycle::initialize_from(Some(&d), version);
+                Outcome::Result(jsonrpc::raw(&r))
+            }
+        }
+    }
+
+    /// The 2026 remote's `server/discover` result (cached once known).
+    async fn discover_result(self: &Arc<Self>) -> Result<Arc<RawValue>, Outcome> {
+        let cached = self
+            .discover
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(d) = cached {
+            return Ok(d);
+        }
+        let call = Call {
+            method: "server/discover".into(),
+            params: Some(jsonrpc::raw(&format!(
+                "{{\"_meta\":{}}}",
+                self.modern_meta()
+            ))),
+            ctx: crate::call::CallCtx::modern(),
+        };
+        let (tx, _rx) = mpsc::channel(1);
+        match self.call(call, tx).await {
+            Outcome::Result(r) => Ok(Arc::from(r)),
+            other => Err(other),
+        }
+    }
+
+    /// What a face in front of this remote needs to know: its era and its `InitializeResult`
+    /// (2025, opening the session) or its `server/discover` result (2026).
+    pub async fn probe_info(self: &Arc<Self>) -> Result<(Era, Arc<RawValue>), Outcome> {
+        match self.mode().await.map_err(|f| self.fault_outcome(&f))? {
+            Mode::Legacy { version } => match self.ensure_session(&version).await {
+                Ok(s) => Ok((Era::Legacy, Arc::from(jsonrpc::raw(s.init_result.get())))),
+                Err(f) => Err(self.fault_outcome(&f)),
+            },
+            Mode::Modern => Ok((Era::Modern, self.discover_result().await?)),
+        }
+    }
+
+    /// `Mcp-Param-*` rules of a tool from the remote's last `tools/list`: (lower-case header
+    /// name, property).
+    pub fn tool_param_rules(&self, name: &str) -> Vec<(String, String)> {
+        self.tool(name)
+            .map(|t| {
+                t.headers
+                    .iter()
+                    .map(|(h, p)| (h.to_ascii_lowercase(), p.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// End: stop the GET stream, DELETE the session, wait (bounded) for cancellations in flight.
+    pub async fn shutdown(&self) {
+        if let Some(t) = self
+            .get_stream
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            t.cancel();
+        }
+        self.tracker.close();
+        let _ = tokio::time::timeout(Duration::from_secs(3), self.tracker.wait()).await;
+        let s = self.session.lock().await.take();
+        if let Some(s) = s.filter(|s| s.id.is_some()) {
+            let req = self.request(Method::DELETE, &self.session_headers(&s), Bytes::new());
+            let sent = Instant::now();
+            match tokio::time::timeout(Duration::from_secs(3), self.client.request(req)).await {
+                Ok(Ok(r)) => {
+                    let secs = sent.elapsed().as_secs_f64();
+                    self.obs.http_answer("DELETE", r.status().as_u16(), secs);
+                    info!("session ended (DELETE: HTTP {})", r.status().as_u16())
+                }
+                Ok(Err(e)) => debug!("DELETE failed: {}", chain(&e)),
+                Err(_) => debug!("DELETE timed out"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::calls::strip_modern_meta;
+    use super::fault::{classify_connect, Fault};
+    use super::probe::discover_from_init;
+    use super::*;
+
+    #[test]
+    fn connect_errors_are_classified() {
+        assert_eq!(
+            classify_connect("dns error: failed to lookup address"),
+            "dns"
+        );
+        assert_eq!(
+            classify_connect("invalid peer certificate: UnknownIssuer"),
+            "tls"
+        );
+        assert_eq!(
+            classify_connect("tcp connect error: Connection refused"),
+            "unreachable"
+        );
+    }
+
+    #[test]
+    fn auth_errors_name_the_flags() {
+        let e = Fault::Auth(401)
+            .bridge_error("https://x", false)
+            .error_object();
+        assert!(e.contains("--bearer-token-file"), "{e}");
+        assert!(e.contains("--bearer-token-env"), "{e}");
+        assert!(e.contains("\"reason\":\"unauthorized\""), "{e}");
+        assert!(!Fault::Auth(403).may_have_reached());
+        assert!(Fault::Broken("x".into()).may_have_reached());
+    }
+
+    #[test]
+    fn modern_meta_is_stripped_for_2025() {
+        let p = jsonrpc::raw(
+            r#"{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7}}"#,
+        );
+        assert_eq!(
+            strip_modern_meta(&p).unwrap(),
+            r#"{"name":"x","_meta":{"progressToken":7}}"#
+        );
+        let p = jsonrpc::raw(r#"{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}"#);
+        assert_eq!(strip_modern_meta(&p).unwrap(), "{}");
+        assert_eq!(strip_modern_meta(&jsonrpc::raw(r#"{"a":1}"#)), None);
+    }
+
+    #[test]
+    fn discover_from_initialize() {
+        let d = discover_from_init(&jsonrpc::raw(
+            r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}"#,
+        ));
+        let v: serde_json::Value = serde_json::from_str(&d).unwrap();
+        assert_eq!(v["supportedVersions"][0], protocol::MODERN);
+        assert_eq!(v["_meta"][protocol::META_SERVER_INFO]["name"], "s");
+        assert_eq!(v["cacheScope"], "private");
+    }
+}

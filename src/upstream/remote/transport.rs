@@ -1,0 +1,426 @@
+//! The HTTP transport of the remote upstream: building the HTTPS client, sending one request
+//! (with backoff), one exchange (JSON or SSE answer, `Last-Event-ID` resumption, bounded
+//! bodies) and the SSE frame reading it uses.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::fault::{chain, classify_connect, Fault};
+use super::{Answer, HttpClient, Remote, RemoteConfig, Session};
+use crate::call::CallEvent;
+use crate::framing::{SseDecoder, SseItem};
+use crate::jsonrpc::{self, Envelope, Kind};
+use crate::protocol;
+
+/// Build the HTTPS client: webpki roots (or the OS roots), plus `--ca-file`.
+pub(super) fn build_client(cfg: &RemoteConfig) -> Result<HttpClient, String> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    if cfg.system_roots {
+        let native = rustls_native_certs::load_native_certs();
+        for e in &native.errors {
+            warn!("system root certificates: {e}");
+        }
+        let (added, _) = roots.add_parsable_certificates(native.certs);
+        info!("using {added} system root certificates");
+    } else {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    if let Some(path) = &cfg.ca_file {
+        use rustls_pki_types::pem::PemObject;
+        let certs: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(path)
+            .map_err(|e| format!("--ca-file {}: {e}", path.display()))?
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("--ca-file {}: {e}", path.display()))?;
+        if certs.is_empty() {
+            return Err(format!(
+                "--ca-file {}: no certificates found",
+                path.display()
+            ));
+        }
+        let (added, bad) = roots.add_parsable_certificates(certs);
+        if bad > 0 || added == 0 {
+            return Err(format!(
+                "--ca-file {}: {bad} unusable certificate(s)",
+                path.display()
+            ));
+        }
+    }
+    let tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS set-up: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let mut http = HttpConnector::new();
+    http.enforce_http(false);
+    http.set_connect_timeout(Some(cfg.connect_timeout));
+    http.set_keepalive(Some(Duration::from_secs(30)));
+    http.set_nodelay(true);
+    let https = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(tls)
+        .https_or_http()
+        .enable_http1()
+        .enable_http2()
+        .wrap_connector(http);
+    Ok(Client::builder(TokioExecutor::new())
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(https))
+}
+
+pub(super) fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
+    h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
+}
+
+/// A short, single-line, bounded excerpt of a body for error messages.
+pub(super) fn snippet(b: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&b[..b.len().min(200)]);
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+impl Remote {
+    pub(super) fn request(
+        &self,
+        method: Method,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Request<Full<Bytes>> {
+        let mut b = Request::builder().method(method).uri(self.cfg.url.clone());
+        if let Some(h) = b.headers_mut() {
+            h.insert(
+                ACCEPT,
+                HeaderValue::from_static("application/json, text/event-stream"),
+            );
+            if !body.is_empty() {
+                h.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            }
+            for (k, v) in &self.cfg.headers {
+                h.append(k.clone(), v.clone());
+            }
+            for (k, v) in headers {
+                h.insert(k.clone(), v.clone());
+            }
+        }
+        // The builder cannot fail: the URI and every header were validated up front.
+        b.body(Full::new(body))
+            .unwrap_or_else(|_| Request::new(Full::new(Bytes::new())))
+    }
+
+    /// Send one request, with backoff after repeated connection failures.
+    pub(super) async fn send(
+        &self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<Response<Incoming>, Fault> {
+        let wait = {
+            let f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+            f.1.map(|t| t.saturating_duration_since(Instant::now()))
+        };
+        if let Some(w) = wait.filter(|w| !w.is_zero()) {
+            debug!("backing off {} ms before reconnecting", w.as_millis());
+            tokio::time::sleep(w).await;
+        }
+        let (method, sent) = (req.method().clone(), Instant::now());
+        match self.client.request(req).await {
+            Ok(r) => {
+                let secs = sent.elapsed().as_secs_f64();
+                self.obs
+                    .http_answer(method.as_str(), r.status().as_u16(), secs);
+                let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+                if f.0 > 0 {
+                    info!("reconnected to {}", self.origin);
+                }
+                *f = (0, None);
+                Ok(r)
+            }
+            Err(e) if e.is_connect() => {
+                let detail = chain(&e);
+                let reason = classify_connect(&detail);
+                let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
+                f.0 = f.0.saturating_add(1);
+                let backoff = Duration::from_millis(100u64 << f.0.min(6).saturating_sub(1))
+                    .min(Duration::from_secs(5));
+                f.1 = Some(Instant::now() + backoff);
+                warn!(
+                    "cannot reach {} ({reason}): {detail}; failure {} in a row, next attempt \
+                     after {} ms",
+                    self.origin,
+                    f.0,
+                    backoff.as_millis()
+                );
+                Err(Fault::Unreachable { reason, detail })
+            }
+            Err(e) => Err(Fault::Broken(chain(&e))),
+        }
+    }
+
+    /// POST one JSON-RPC frame and read its answer: the response to `our_id` (JSON or SSE),
+    /// forwarding notifications and server requests met on the way to `events`. An exchange
+    /// that gets no usable answer is counted once, by reason.
+    pub(super) async fn exchange(
+        &self,
+        frame: Bytes,
+        headers: &HeaderMap,
+        our_id: Option<u64>,
+        events: Option<&mpsc::Sender<CallEvent>>,
+        legacy: Option<&Session>,
+    ) -> Result<Answer, Fault> {
+        let r = self
+            .exchange_once(frame, headers, our_id, events, legacy)
+            .await;
+        if let Err(f) = &r {
+            self.count_fault(f);
+        }
+        r
+    }
+
+    pub(super) async fn exchange_once(
+        &self,
+        frame: Bytes,
+        headers: &HeaderMap,
+        our_id: Option<u64>,
+        events: Option<&mpsc::Sender<CallEvent>>,
+        legacy: Option<&Session>,
+    ) -> Result<Answer, Fault> {
+        let req = self.request(Method::POST, headers, frame);
+        let resp = self.send(req).await?;
+        let status = resp.status();
+        debug!(
+            "remote answered {} over {:?}",
+            status.as_u16(),
+            resp.version()
+        );
+        let session = header_str(resp.headers(), protocol::H_SESSION_ID);
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            return Err(Fault::Auth(status.as_u16()));
+        }
+        if status == StatusCode::NOT_FOUND && legacy.is_some_and(|s| s.id.is_some()) {
+            return Err(Fault::SessionGone);
+        }
+        if status == StatusCode::ACCEPTED {
+            return Ok(Answer {
+                frame: None,
+                session,
+            });
+        }
+        let ct = header_str(resp.headers(), "content-type").unwrap_or_default();
+        if ct.starts_with("text/event-stream") {
+            if !status.is_success() {
+                return Err(Fault::Status(status.as_u16(), "(event stream)".into()));
+            }
+            let Some(our_id) = our_id else {
+                return Ok(Answer {
+                    frame: None,
+                    session,
+                });
+            };
+            let mut dec = SseDecoder::new(self.cfg.max_response);
+            let mut body = resp.into_body();
+            let mut attempts = 0u32;
+            loop {
+                match self.read_sse(&mut body, &mut dec, our_id, events).await {
+                    Ok(Some(frame)) => {
+                        return Ok(Answer {
+                            frame: Some(frame),
+                            session,
+                        })
+                    }
+                    outcome => {
+                        // Ended (or broke) without the answer: 2025 servers that gave event
+                        // ids may be resumed with GET + Last-Event-ID.
+                        let (Some(sess), Some(last)) = (legacy, dec.last_event_id.clone()) else {
+                            return Err(match outcome {
+                                Err(f) => f,
+                                _ => Fault::Broken(
+                                    "the response stream ended without an answer".into(),
+                                ),
+                            });
+                        };
+                        attempts += 1;
+                        if attempts > 5 {
+                            return Err(Fault::Broken(
+                                "the response stream could not be resumed".into(),
+                            ));
+                        }
+                        let wait = Duration::from_millis(dec.retry_ms.unwrap_or(500).min(30_000));
+                        debug!(
+                            "resuming the response stream after {} ms (Last-Event-ID)",
+                            wait.as_millis()
+                        );
+                        tokio::time::sleep(wait).await;
+                        let mut h = self.session_headers(sess);
+                        if let Ok(v) = HeaderValue::from_str(&last) {
+                            h.insert(HeaderName::from_static(protocol::H_LAST_EVENT_ID), v);
+                        }
+                        h.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+                        let r = self
+                            .send(self.request(Method::GET, &h, Bytes::new()))
+                            .await?;
+                        if !r.status().is_success() {
+                            return Err(Fault::Broken(format!(
+                                "the response stream broke and resuming it got HTTP {}",
+                                r.status().as_u16()
+                            )));
+                        }
+                        body = r.into_body();
+                        dec = {
+                            let mut d = SseDecoder::new(self.cfg.max_response);
+                            d.last_event_id = Some(last);
+                            d.retry_ms = dec.retry_ms;
+                            d
+                        };
+                    }
+                }
+            }
+        }
+        // JSON (or anything else): read it whole, bounded.
+        let bytes = self.read_body(resp.into_body()).await?;
+        if bytes.iter().all(|b| b.is_ascii_whitespace()) {
+            if status.is_success() {
+                return Ok(Answer {
+                    frame: None,
+                    session,
+                });
+            }
+            return Err(Fault::Status(status.as_u16(), "(empty body)".into()));
+        }
+        match Envelope::parse(&bytes).and_then(|e| e.kind()) {
+            Ok(Kind::Response) => Ok(Answer {
+                frame: Some(bytes),
+                session,
+            }),
+            _ if !status.is_success() => Err(Fault::Status(status.as_u16(), snippet(&bytes))),
+            Ok(_) => Err(Fault::Malformed("expected a JSON-RPC response".into())),
+            Err(e) => Err(Fault::Malformed(e.to_string())),
+        }
+    }
+
+    /// The next body frame, or None at the end; a stream silent past `--idle-timeout` is an
+    /// error.
+    pub(super) async fn next_frame(
+        &self,
+        body: &mut Incoming,
+    ) -> Option<Result<hyper::body::Frame<Bytes>, Fault>> {
+        let fut = body.frame();
+        let r = match self.cfg.idle_timeout {
+            Some(t) => match tokio::time::timeout(t, fut).await {
+                Ok(r) => r,
+                Err(_) => {
+                    return Some(Err(Fault::Broken(format!(
+                        "the event stream was silent for {} ms (--idle-timeout)",
+                        t.as_millis()
+                    ))))
+                }
+            },
+            None => fut.await,
+        };
+        r.map(|f| f.map_err(|e| Fault::Broken(chain(&e))))
+    }
+
+    pub(super) async fn read_body(&self, mut body: Incoming) -> Result<Bytes, Fault> {
+        let mut buf = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Fault::Broken(chain(&e)))?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > self.cfg.max_response {
+                    return Err(Fault::Oversize(buf.len() + data.len()));
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        Ok(buf.freeze())
+    }
+
+    /// Read SSE events until the response to `our_id` (Some) or the end of the stream (None).
+    pub(super) async fn read_sse(
+        &self,
+        body: &mut Incoming,
+        dec: &mut SseDecoder,
+        our_id: u64,
+        events: Option<&mpsc::Sender<CallEvent>>,
+    ) -> Result<Option<Bytes>, Fault> {
+        loop {
+            while let Some(item) = dec.next_item() {
+                if let Some(frame) = self.sse_item(item, Some(our_id), events).await? {
+                    return Ok(Some(frame));
+                }
+            }
+            match self.next_frame(body).await {
+                Some(Ok(f)) => {
+                    if let Ok(data) = f.into_data() {
+                        dec.push(&data);
+                    }
+                }
+                Some(Err(f)) => return Err(f),
+                None => {
+                    while let Some(item) = dec.finish() {
+                        if let Some(frame) = self.sse_item(item, Some(our_id), events).await? {
+                            return Ok(Some(frame));
+                        }
+                    }
+                    return Ok(None);
+                }
+            }
+        }
+    }
+
+    /// Handle one SSE item: the response to `our_id` is returned; notifications and server
+    /// requests go to `events`; other responses are dropped.
+    pub(super) async fn sse_item(
+        &self,
+        item: SseItem,
+        our_id: Option<u64>,
+        events: Option<&mpsc::Sender<CallEvent>>,
+    ) -> Result<Option<Bytes>, Fault> {
+        let data = match item {
+            SseItem::Event { data, .. } => data,
+            SseItem::Oversize(n) => return Err(Fault::Oversize(n)),
+            SseItem::Malformed => {
+                return Err(Fault::Malformed("the event stream is not UTF-8".into()))
+            }
+        };
+        let bytes = Bytes::from(data);
+        let env = Envelope::parse(&bytes)
+            .map_err(|e| Fault::Malformed(format!("SSE event is not a JSON-RPC message: {e}")))?;
+        match env.kind() {
+            Ok(Kind::Response) => {
+                if our_id.is_some() && env.id.and_then(jsonrpc::minted_u64) == our_id {
+                    return Ok(Some(bytes.clone()));
+                }
+                debug!("dropping a response for an unknown id from the remote");
+            }
+            Ok(Kind::Notification) => {
+                if let Some(tx) = events {
+                    let _ = tx
+                        .send(CallEvent::Notification {
+                            method: env.method().to_owned(),
+                            params: env.params.map(ToOwned::to_owned),
+                        })
+                        .await;
+                }
+            }
+            Ok(Kind::Request) => {
+                if let (Some(tx), Some(id)) = (events, env.id) {
+                    let _ = tx
+                        .send(CallEvent::ServerRequest {
+                            id: ToOwned::to_owned(id),
+                            method: env.method().to_owned(),
+                            params: env.params.map(ToOwned::to_owned),
+                        })
+                        .await;
+                }
+            }
+            Err(e) => return Err(Fault::Malformed(format!("SSE event: {e}"))),
+        }
+        Ok(None)
+    }
+}
