@@ -24,8 +24,6 @@ pub mod framing;
 pub mod http_util;
 pub mod jsonrpc;
 pub mod metrics;
-pub mod mrtr;
-pub mod notifications;
 pub mod protocol;
 pub mod telemetry;
 pub mod upstream;

@@ -2,10 +2,17 @@
 //! that both faces (and the remote upstream) use, so a rule holds the same in both directions.
 //!
 //! - [`lifecycle`]: `initialize` ⇄ `server/discover` synthesis (a 2025 client of a 2026
-//!   upstream, a 2026 client of a 2025 upstream).
+//!   upstream, a 2026 client of a 2025 upstream);
+//! - [`mrtr`]: multi-round-trip requests: signed `requestState` (with the signer's key id, so
+//!   other bridges' states pass), parked calls, input requests for 2025 peers, the capability
+//!   gate (`may_ask`) and bridge-minted request ids;
+//! - [`notifications`]: listens and their filters, resource subscription ref-counts,
+//!   `subscriptionId` tags, acknowledgement/completion bodies, the 2025 log-level floor.
 //!
-//! Related pure pieces still live beside it: `crate::mrtr` (signed `requestState`, parked
-//! calls, input rounds, the capability gate), `crate::notifications` (listens, log floors) and
-//! `crate::protocol` (result translation).
+//! Result translation (2025 ⇄ 2026 result shapes) is pure byte work in `crate::protocol`. The
+//! faces still drive park/resume and input rounds themselves (HTTP: `face::respond`,
+//! `face::modern`, `face::rounds`; stdio: `face::stdio::park`) from these pieces.
 
 pub mod lifecycle;
+pub mod mrtr;
+pub mod notifications;

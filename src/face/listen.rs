@@ -3,7 +3,7 @@
 //! across listeners sharing the child), forward only the requested notification types tagged
 //! with the listen request's id, and unsubscribe when the stream closes. On shutdown the stream
 //! ends with the listen request's completion result. The era-neutral pieces (filter,
-//! reference counts, tags) live in `crate::notifications`, shared with `connect`.
+//! reference counts, tags) live in `crate::era::notifications`, shared with `connect`.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,12 +21,12 @@ use tracing::debug;
 
 use crate::call::{Call, CallCtx, Outcome};
 use crate::call::{SharedUpstream, UpstreamEvent, UpstreamInfo};
+use crate::era::notifications::{acknowledgement, completion, tagged, Honoured, ResourceSubs};
 use crate::face::respond::{Body, GaugeGuard};
 use crate::face::run::PostCtx;
 use crate::face::state::App;
 use crate::framing;
 use crate::jsonrpc::{self, Envelope, Fields};
-use crate::notifications::{acknowledgement, completion, tagged, Honoured, ResourceSubs};
 
 async fn child_request(up: &SharedUpstream, method: &str, uri: &str) -> bool {
     let call = Call {

@@ -1,18 +1,18 @@
 //! The 2026-07-28 stateless path of the HTTP face: validate the request's headers against its
 //! body and its required `_meta`, answer `server/discover` for 2025 children, forward the rest;
 //! for a 2025 child, park calls that need the client's input and resume them on the retry
-//! (with `crate::face::respond` and `crate::mrtr`, which also map URL elicitation).
+//! (with `crate::face::respond` and `crate::era::mrtr`, which also map URL elicitation).
 
 use http::{HeaderMap, Response, StatusCode};
 use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::call::CallCtx;
+use crate::era::mrtr::INPUT_TTL;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::run::{CallRequest, PostCtx};
 use crate::face::state::App;
 use crate::jsonrpc::{self, code, Fields, Kind, ParamsView};
-use crate::mrtr::INPUT_TTL;
 use crate::protocol::{self, Era};
 
 /// Why a 2026 request is rejected before it reaches the upstream.
@@ -267,7 +267,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         }
     }
     let mut mrtr = None;
-    if info.era == Era::Legacy && crate::mrtr::is_mrtr_method(method) {
+    if info.era == Era::Legacy && crate::era::mrtr::is_mrtr_method(method) {
         // The 2025 child may ask for input: that becomes input_required for this client.
         let state = pc.view.get("requestState").map(|v| v.get().to_owned());
         if let Some(state) = state {
@@ -278,8 +278,8 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     }
     let mut params = pc.env.params.map(|p| p.to_owned());
     if mrtr.is_some() {
-        // A retry after a translated -32042 is the original call again (see crate::mrtr).
-        if let Some(p) = crate::mrtr::strip_input_responses(params.as_deref()) {
+        // A retry after a translated -32042 is the original call again (see crate::era::mrtr).
+        if let Some(p) = crate::era::mrtr::strip_input_responses(params.as_deref()) {
             params = Some(p);
         }
     }
@@ -309,7 +309,7 @@ fn mrtr_ctx(app: &App, pc: &PostCtx<'_>, round: u32, park_id: Option<u64>) -> re
             .meta(protocol::META_CLIENT_CAPABILITIES)
             .map(|c| c.to_owned()),
         principal: principal(pc),
-        digest: crate::mrtr::params_digest(pc.env.params),
+        digest: crate::era::mrtr::params_digest(pc.env.params),
         ttl: INPUT_TTL,
         upstream: app.upstream.clone(),
         round,
@@ -329,7 +329,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         return bad("requestState is unknown to this server".into());
     }
     let who = principal(pc);
-    let digest = crate::mrtr::params_digest(pc.env.params);
+    let digest = crate::era::mrtr::params_digest(pc.env.params);
     let claims = match app.signer.verify(&state, &who, method, &digest) {
         Ok(c) => c,
         Err(e) => return bad(format!("cannot resume: {e}")),

@@ -6,7 +6,7 @@
 //! Era details it owns on the way out: a 2025 child's server requests are parked as
 //! `input_required` for 2026 clients (`MrtrCtx`) or offered to the 2025 session's capability
 //! gate (`ServerRequestSink::admit`); 2025-only notifications and the `-32042` error are mapped
-//! for 2026 clients as `crate::mrtr` describes.
+//! for 2026 clients as `crate::era::mrtr` describes.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -226,11 +226,11 @@ impl Responder {
         match outcome {
             Outcome::Result(r) => (StatusCode::OK, jsonrpc::result(id, r.get())),
             Outcome::Error(e) => {
-                // A 2025 child's -32042 (retired in 2026) for a 2026 client: see crate::mrtr.
+                // A 2025 child's -32042 (retired in 2026) for a 2026 client: see crate::era::mrtr.
                 match self
                     .mrtr
                     .as_ref()
-                    .and_then(|m| crate::mrtr::url_required_for_modern(&e, m.caps.as_deref()))
+                    .and_then(|m| crate::era::mrtr::url_required_for_modern(&e, m.caps.as_deref()))
                 {
                     Some(Ok(r)) => (StatusCode::OK, jsonrpc::result(id, &r)),
                     Some(Err(obj)) => (
@@ -258,7 +258,7 @@ impl Responder {
         match ev {
             CallEvent::Notification { method, params } => {
                 if self.client_era == Era::Modern
-                    && crate::mrtr::is_legacy_only_notification(&method)
+                    && crate::era::mrtr::is_legacy_only_notification(&method)
                 {
                     tracing::debug!("not relaying {method} to a 2026 client");
                     self.metrics.dropped("legacy_only_notification");
@@ -384,7 +384,7 @@ impl Responder {
                     // gracefully with its completion result; the upstream's listen is
                     // cancelled as the handle drops.
                     hh.set_cancel_reason("shutdown");
-                    let frame = crate::notifications::completion(&self.orig_id);
+                    let frame = crate::era::notifications::completion(&self.orig_id);
                     return Some(Next::Final(StatusCode::OK, frame));
                 }
                 Step::Cancelled if self.client_era == Era::Legacy && self.accept_sse => {
@@ -414,8 +414,8 @@ impl Responder {
             let CallEvent::ServerRequest { id, method, params } = ev else {
                 continue; // interim notifications cannot follow an input_required answer
             };
-            let declared = crate::mrtr::required_capability(&method, params.as_deref())
-                .is_some_and(|need| crate::mrtr::capability_declared(m.caps.as_deref(), need));
+            let declared = crate::era::mrtr::required_capability(&method, params.as_deref())
+                .is_some_and(|need| crate::era::mrtr::capability_declared(m.caps.as_deref(), need));
             if declared {
                 let key = format!("input{}", waiting.len() + 1);
                 waiting.push((key, id, method, params));
@@ -442,7 +442,7 @@ impl Responder {
             .sign(park_id, round, m.ttl, &m.principal, &self.method, &m.digest);
         let body = input_required_result(&waiting, &state);
         let handle = h.take()?;
-        let parked = crate::mrtr::Parked {
+        let parked = crate::era::mrtr::Parked {
             handle,
             waiting,
             round,
@@ -574,11 +574,11 @@ pub enum Next {
 }
 
 /// `{"resultType":"input_required","inputRequests":{...},"requestState":"..."}`
-pub fn input_required_result(waiting: &[crate::mrtr::InputWait], state: &str) -> String {
+pub fn input_required_result(waiting: &[crate::era::mrtr::InputWait], state: &str) -> String {
     let mut reqs = serde_json::Map::new();
     for (key, _, method, params) in waiting {
         // 2025-only fields (URL elicitation's `elicitationId`) have no 2026 counterpart.
-        let modern = crate::mrtr::to_modern_input(method, params.as_deref());
+        let modern = crate::era::mrtr::to_modern_input(method, params.as_deref());
         let p: serde_json::Value = modern
             .as_deref()
             .or(params.as_deref())
@@ -599,8 +599,8 @@ pub fn input_required_result(waiting: &[crate::mrtr::InputWait], state: &str) ->
 
 /// What a 2026 client's call needs to be parked for input (2025 upstream only).
 pub struct MrtrCtx {
-    pub store: Arc<crate::mrtr::ParkStore<CallHandle>>,
-    pub signer: Arc<crate::mrtr::StateSigner>,
+    pub store: Arc<crate::era::mrtr::ParkStore<CallHandle>>,
+    pub signer: Arc<crate::era::mrtr::StateSigner>,
     /// The request's `clientCapabilities`.
     pub caps: Option<Box<RawValue>>,
     pub principal: String,

@@ -4,7 +4,7 @@
 //! the exact `requestState` under a new id. Rounds are bounded. An input request for a
 //! capability the client did not declare at `initialize` fails the call instead of reaching
 //! the client; URL-mode elicitation gets the `elicitationId` 2025 requires
-//! (`crate::mrtr::to_legacy_input`).
+//! (`crate::era::mrtr::to_legacy_input`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -264,7 +264,7 @@ impl Driver {
     /// Send each input request to the client and collect the answers (None: stop, already
     /// answered or the client is gone).
     async fn ask(&self, reqs: &RawValue) -> Option<serde_json::Map<String, Value>> {
-        let Some(reqs) = crate::mrtr::input_requests(reqs) else {
+        let Some(reqs) = crate::era::mrtr::input_requests(reqs) else {
             self.fail(
                 code::INTERNAL_ERROR,
                 "the server's inputRequests is not an object",
@@ -283,7 +283,7 @@ impl Driver {
         let mut waits: Vec<(String, String, _)> = Vec::new();
         for r in &reqs {
             let (m, params) = (&r.method, r.params);
-            if !crate::mrtr::may_ask(self.session.client_caps(), m, params) {
+            if !crate::era::mrtr::may_ask(self.session.client_caps(), m, params) {
                 for (_, id, _) in &waits {
                     self.session.forget_answer(id);
                 }
@@ -296,7 +296,7 @@ impl Driver {
             }
             // URL elicitation needs an elicitationId in 2025-11-25: minted here.
             let params = r.legacy_params();
-            let id = crate::mrtr::mint_request_id();
+            let id = crate::era::mrtr::mint_request_id();
             let rx = self.session.expect_answer(&id);
             let frame = jsonrpc::request(&id, m, params.as_deref().map(RawValue::get));
             if self.tx.send(Next::Frame(frame)).await.is_err() {

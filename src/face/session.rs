@@ -247,7 +247,7 @@ impl ServerRequestSink for Session {
     /// client did not declare at `initialize` (e.g. URL elicitation from a form-only client):
     /// refuse it to the child with -32601, as the client itself would.
     fn admit(&self, child_id: &RawValue, method: &str, params: Option<&RawValue>) -> bool {
-        if crate::mrtr::may_ask(self.client_caps(), method, params) {
+        if crate::era::mrtr::may_ask(self.client_caps(), method, params) {
             return true;
         }
         tracing::info!(

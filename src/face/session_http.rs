@@ -298,7 +298,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
         id: rid.to_owned(),
         detached: None,
     };
-    if child_era == Era::Modern && crate::mrtr::is_mrtr_method(method) {
+    if child_era == Era::Modern && crate::era::mrtr::is_mrtr_method(method) {
         return crate::face::rounds::run(app.clone(), pc, s.clone(), ctx, cancel, Box::new(done))
             .await;
     }
@@ -355,7 +355,7 @@ async fn start_listen(s: &Arc<Session>) -> Option<CallHandle> {
         .await
         .ok()?
         .capabilities();
-    let filter = crate::notifications::legacy_filter(&caps, &s.resource_uris());
+    let filter = crate::era::notifications::legacy_filter(&caps, &s.resource_uris());
     let params = json!({ "notifications": filter }).to_string();
     let call = Call {
         method: "subscriptions/listen".into(),

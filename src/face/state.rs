@@ -56,10 +56,10 @@ pub struct App {
     pub children: CancellationToken,
     pub tracker: TaskTracker,
     /// 2026 clients' calls to a 2025 child, parked while the client gathers input.
-    pub parked: Arc<crate::mrtr::ParkStore<CallHandle>>,
-    pub signer: Arc<crate::mrtr::StateSigner>,
+    pub parked: Arc<crate::era::mrtr::ParkStore<CallHandle>>,
+    pub signer: Arc<crate::era::mrtr::StateSigner>,
     /// The shared child's resource subscriptions held for 2026 listeners.
-    pub resource_subs: Arc<crate::notifications::ResourceSubs>,
+    pub resource_subs: Arc<crate::era::notifications::ResourceSubs>,
 }
 
 impl App {
@@ -95,8 +95,8 @@ impl App {
             stopping,
             children,
             tracker,
-            parked: Arc::new(crate::mrtr::ParkStore::new(10_000)),
-            signer: Arc::new(crate::mrtr::StateSigner::new()),
+            parked: Arc::new(crate::era::mrtr::ParkStore::new(10_000)),
+            signer: Arc::new(crate::era::mrtr::StateSigner::new()),
             resource_subs: Arc::default(),
         }))
     }

@@ -8,9 +8,9 @@ use tracing::{debug, info, warn};
 
 use super::{lock, Face, Listener, Who};
 use crate::call::CallEvent;
+use crate::era::mrtr;
+use crate::era::notifications::{is_listen_notification, retagged, subscription_id, tagged};
 use crate::jsonrpc::{self, code};
-use crate::mrtr;
-use crate::notifications::{is_listen_notification, retagged, subscription_id, tagged};
 use crate::protocol::{self, Era};
 
 impl Face {

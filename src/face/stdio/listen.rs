@@ -11,8 +11,10 @@ use tracing::{debug, info, warn};
 
 use super::{lock, refused, Face, Listener, Who, LISTEN_SETUP, MAX_HOST_URIS};
 use crate::call::{Call, CallCtx, CallEvent, Outcome};
+use crate::era::notifications::{
+    acknowledgement, completion_result, legacy_filter, untagged, Honoured,
+};
 use crate::jsonrpc::{self, code, Fields};
-use crate::notifications::{acknowledgement, completion_result, legacy_filter, untagged, Honoured};
 use crate::protocol::{self, Era};
 
 impl Face {

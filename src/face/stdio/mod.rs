@@ -3,18 +3,18 @@
 //! (`initialize`, then a session-like lifecycle) and a 2026 host (per-request `_meta`) alike,
 //! restores the host's ids on every answer, carries host cancellations to the upstream (by
 //! dropping the call), and relays the remote's 2025 server requests under ids of our own
-//! (`"mcpb-N"`, `crate::mrtr::mint_request_id`) so they cannot collide with the host's.
+//! (`"mcpb-N"`, `crate::era::mrtr::mint_request_id`) so they cannot collide with the host's.
 //!
-//! Across eras (the same translations as `serve`, with `crate::mrtr`):
+//! Across eras (the same translations as `serve`, with `crate::era::mrtr`):
 //! - 2026 host, 2025 remote: a server request on the stream of a `tools/call`/`prompts/get`/
 //!   `resources/read` parks the remote call and answers the host `input_required` (signed
 //!   `requestState`); the host's retry hands its `inputResponses` to the remote as responses
 //!   under the remote's ids, and the parked call's answer goes out under the retry's id.
 //! - 2025 host, 2026 remote: an `input_required` result becomes requests to the host
-//!   (`"mcpb-N"`, `crate::mrtr::mint_request_id` ids); with every answer in, the remote is retried with `inputResponses`
+//!   (`"mcpb-N"`, `crate::era::mrtr::mint_request_id` ids); with every answer in, the remote is retried with `inputResponses`
 //!   and the exact `requestState` under a new id, at most `MAX_ROUNDS` times.
 //!
-//! Notifications and logging across eras (with `crate::notifications`, as `serve` does):
+//! Notifications and logging across eras (with `crate::era::notifications`, as `serve` does):
 //! - 2026 host, 2025 remote: `subscriptions/listen` is answered here: the acknowledgement
 //!   first (the honoured subset of the filter, once the remote's GET stream is open), then the
 //!   list-changed / resource-updated notifications of the GET stream (or of any call's stream)
@@ -35,7 +35,7 @@
 //!   stamped as `_meta` logLevel on its later requests.
 //! - URL elicitation: `elicitationId` dropped toward a 2026 host, minted toward a 2025 host;
 //!   `notifications/elicitation/complete` is not relayed to a 2026 host; a 2025 remote's
-//!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::mrtr`).
+//!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::era::mrtr`).
 //!
 //! Accounting (`face::stdio_observe`): each host request is tracked from `handle_request` to
 //! `reply`; errors the face makes itself are `Outcome::Failed` (`BridgeError::Refused`), so
@@ -67,12 +67,12 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{Call, CallCtx, CallEvent, Outcome};
+use crate::era::mrtr::{self, ParkStore, StateSigner};
+use crate::era::notifications::{Honoured, ResourceSubs};
 use crate::error::BridgeError;
 use crate::face::stdio_observe::{HostObserver, Tracked};
 use crate::framing::{single_line, Line, LineDecoder};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
-use crate::mrtr::{self, ParkStore, StateSigner};
-use crate::notifications::{Honoured, ResourceSubs};
 use crate::protocol::{self, Era};
 use crate::upstream::remote::Remote;
 
@@ -601,7 +601,7 @@ fn client_caps(params: Option<&RawValue>) -> Option<Box<RawValue>> {
 }
 
 /// A 2025 remote's `-32042` (retired in 2026) for a 2026 host: `input_required` with the URL
-/// elicitations, or `-32021` without `elicitation.url` (see `crate::mrtr`). The host's retry
+/// elicitations, or `-32021` without `elicitation.url` (see `crate::era::mrtr`). The host's retry
 /// reaches the remote as the same call again (plus `inputResponses`, which 2025 ignores).
 fn url_required_for_modern(o: Outcome, caps: Option<&RawValue>) -> Outcome {
     let Outcome::Error(e) = &o else { return o };

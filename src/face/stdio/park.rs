@@ -14,11 +14,11 @@ use super::{
     Who, PRINCIPAL,
 };
 use crate::call::{Call, CallEvent, Outcome, EVENT_QUEUE};
+use crate::era::mrtr::{self, Parked};
 use crate::face::respond::input_required_result;
 use crate::face::rounds::MAX_ROUNDS;
 use crate::face::stdio_observe::Tracked;
 use crate::jsonrpc::{self, code, Fields};
-use crate::mrtr::{self, Parked};
 use crate::protocol::Era;
 
 impl Face {
@@ -88,7 +88,7 @@ impl Face {
         }
         let mut call = call;
         if legacy_remote {
-            // A retry after a translated -32042 is the original call again (see crate::mrtr):
+            // A retry after a translated -32042 is the original call again (see crate::era::mrtr):
             // the 2025 remote never asked for these inputResponses.
             if let Some(p) = mrtr::strip_input_responses(call.params.as_deref()) {
                 call.params = Some(p);
@@ -404,7 +404,7 @@ impl Face {
             let (tx, rx) = oneshot::channel();
             lock(&self.input_waits).insert(ours.clone(), tx);
             debug!("asking the host {m} as {ours} for the 2026 remote");
-            // URL elicitation needs an elicitationId in 2025-11-25 (see crate::mrtr).
+            // URL elicitation needs an elicitationId in 2025-11-25 (see crate::era::mrtr).
             let params = r.legacy_params();
             self.send(jsonrpc::request(
                 &ours,

@@ -44,7 +44,7 @@ pub(super) struct Proc {
     pub(super) pending: Mutex<HashMap<u64, Pending>>,
     pub(super) info: RwLock<Option<UpstreamInfo>>,
     /// The log level set on this (2025) child by the bridge.
-    pub(super) log_floor: crate::notifications::LogFloor,
+    pub(super) log_floor: crate::era::notifications::LogFloor,
     /// tool name → (lowercase header name, property) for `Mcp-Param-*` checks.
     pub(super) tool_headers: RwLock<HashMap<String, Vec<(String, String)>>>,
     /// Tool names from the last `tools/list`: the only ones used as metric labels.
@@ -129,7 +129,7 @@ impl Proc {
             close_stdin: CancellationToken::new(),
             pending: Mutex::new(HashMap::new()),
             info: RwLock::new(None),
-            log_floor: crate::notifications::LogFloor::default(),
+            log_floor: crate::era::notifications::LogFloor::default(),
             tool_headers: RwLock::new(HashMap::new()),
             tool_names: RwLock::new(crate::metrics::ToolNames::default()),
             tools_changed: std::sync::atomic::AtomicUsize::new(0),

@@ -136,7 +136,7 @@ pub struct Remote {
     /// notifications can flow.
     get_state: tokio::sync::watch::Sender<u8>,
     /// The level the 2025 session logs at for 2026 hosts, and the lock that orders its changes.
-    log_floor: crate::notifications::LogFloor,
+    log_floor: crate::era::notifications::LogFloor,
     log_lock: tokio::sync::Mutex<()>,
     tracker: TaskTracker,
     obs: RemoteObserver,
@@ -184,7 +184,7 @@ impl Remote {
             events,
             get_stream: Mutex::new(None),
             get_state: tokio::sync::watch::Sender::new(GET_CONNECTING),
-            log_floor: crate::notifications::LogFloor::default(),
+            log_floor: crate::era::notifications::LogFloor::default(),
             log_lock: tokio::sync::Mutex::new(()),
             tracker: TaskTracker::new(),
             obs: RemoteObserver::new(metrics, server),
