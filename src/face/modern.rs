@@ -71,11 +71,35 @@ pub fn validate_view(
     view: &ParamsView<'_>,
     tool_headers: &dyn Fn(&str) -> Vec<(String, String)>,
 ) -> Result<(), Reject> {
+    check_version(h, view.meta.as_ref())?;
+    match header(h, protocol::H_METHOD)? {
+        None => return Err(mismatch("missing required Mcp-Method header".into())),
+        Some(m) if m != method => {
+            return Err(mismatch(format!(
+                "Mcp-Method header ({m}) does not match the body's method ({method})"
+            )))
+        }
+        _ => {}
+    }
+    let Some(field) = protocol::name_field(method) else {
+        return Ok(());
+    };
     let pf = view.fields.as_ref();
-    let meta = view.meta.as_ref();
+    let body_name = check_name(h, method, field, pf)?;
+    if method == "tools/call" {
+        let annotated = tool_headers(&body_name);
+        if !annotated.is_empty() {
+            let args = pf.and_then(|f| f.get("arguments")).and_then(Fields::parse);
+            check_param_headers(h, args.as_ref(), annotated)?;
+        }
+    }
+    Ok(())
+}
+
+/// `MCP-Protocol-Version` against `_meta`, the version itself, and the required capabilities.
+fn check_version(h: &HeaderMap, meta: Option<&Fields<'_>>) -> Result<(), Reject> {
     let header_pv = header(h, protocol::H_PROTOCOL_VERSION)?;
     let body_pv = meta
-        .as_ref()
         .and_then(|m| m.get(protocol::META_PROTOCOL_VERSION))
         .map(|v| serde_json::from_str::<String>(v.get()));
     let body_pv = match body_pv {
@@ -114,82 +138,78 @@ pub fn validate_view(
             data: Some(json!({"supported": [protocol::MODERN], "requested": body_pv})),
         });
     }
-    if !meta
-        .as_ref()
-        .is_some_and(|m| m.has(protocol::META_CLIENT_CAPABILITIES))
-    {
+    if !meta.is_some_and(|m| m.has(protocol::META_CLIENT_CAPABILITIES)) {
         return Err(invalid_params(format!(
             "missing required params._meta[\"{}\"]",
             protocol::META_CLIENT_CAPABILITIES
         )));
     }
-    match header(h, protocol::H_METHOD)? {
-        None => return Err(mismatch("missing required Mcp-Method header".into())),
-        Some(m) if m != method => {
-            return Err(mismatch(format!(
-                "Mcp-Method header ({m}) does not match the body's method ({method})"
-            )))
-        }
-        _ => {}
+    Ok(())
+}
+
+/// `Mcp-Name` against the body's name field; returns the name.
+fn check_name(
+    h: &HeaderMap,
+    method: &str,
+    field: &str,
+    pf: Option<&Fields<'_>>,
+) -> Result<String, Reject> {
+    let body_name = pf
+        .and_then(|f| f.get(field))
+        .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    let Some(body_name) = body_name else {
+        return Err(invalid_params(format!(
+            "params.{field} is required for {method}"
+        )));
+    };
+    let Some(hv) = header(h, protocol::H_NAME)? else {
+        return Err(mismatch(format!(
+            "missing required Mcp-Name header for {method}"
+        )));
+    };
+    let decoded = protocol::decode_header_value(hv)
+        .ok_or_else(|| mismatch("Mcp-Name header has an invalid base64 value".into()))?;
+    if decoded != body_name {
+        return Err(mismatch(format!(
+            "Mcp-Name header does not match params.{field}"
+        )));
     }
-    if let Some(field) = protocol::name_field(method) {
-        let body_name = pf
+    Ok(body_name)
+}
+
+/// The `Mcp-Param-*` headers a tool's `x-mcp-header` annotations require, against its arguments.
+fn check_param_headers(
+    h: &HeaderMap,
+    args: Option<&Fields<'_>>,
+    annotated: Vec<(String, String)>,
+) -> Result<(), Reject> {
+    for (hname, prop) in annotated {
+        let full = format!("{}{}", protocol::H_PARAM_PREFIX, hname);
+        let body_v = args
             .as_ref()
-            .and_then(|f| f.get(field))
-            .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
-        let Some(body_name) = body_name else {
-            return Err(invalid_params(format!(
-                "params.{field} is required for {method}"
-            )));
-        };
-        let Some(hv) = header(h, protocol::H_NAME)? else {
-            return Err(mismatch(format!(
-                "missing required Mcp-Name header for {method}"
-            )));
-        };
-        let decoded = protocol::decode_header_value(hv)
-            .ok_or_else(|| mismatch("Mcp-Name header has an invalid base64 value".into()))?;
-        if decoded != body_name {
-            return Err(mismatch(format!(
-                "Mcp-Name header does not match params.{field}"
-            )));
-        }
-        let annotated = if method == "tools/call" {
-            tool_headers(&body_name)
-        } else {
-            Vec::new()
-        };
-        if !annotated.is_empty() {
-            let args = pf.and_then(|f| f.get("arguments")).and_then(Fields::parse);
-            for (hname, prop) in annotated {
-                let full = format!("{}{}", protocol::H_PARAM_PREFIX, hname);
-                let body_v = args
-                    .as_ref()
-                    .and_then(|a| a.get(&prop))
-                    .filter(|v| v.get() != "null");
-                let hv = header(h, &full)?;
-                match (body_v, hv) {
-                    (None, None) => {}
-                    (Some(_), None) => {
-                        return Err(mismatch(format!(
-                            "missing required Mcp-Param-{hname} header (argument {prop})"
-                        )))
-                    }
-                    (None, Some(_)) => {
-                        return Err(mismatch(format!(
-                            "Mcp-Param-{hname} header present but argument {prop} is absent"
-                        )))
-                    }
-                    (Some(bv), Some(hv)) => {
-                        let ok = protocol::decode_header_value(hv)
-                            .map(|d| protocol::header_matches_json(&d, bv))
-                            .unwrap_or(false);
-                        if !ok {
-                            return Err(mismatch(format!(
-                                "Mcp-Param-{hname} header does not match argument {prop}"
-                            )));
-                        }
-                    }
+            .and_then(|a| a.get(&prop))
+            .filter(|v| v.get() != "null");
+        let hv = header(h, &full)?;
+        match (body_v, hv) {
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(mismatch(format!(
+                    "missing required Mcp-Param-{hname} header (argument {prop})"
+                )))
+            }
+            (None, Some(_)) => {
+                return Err(mismatch(format!(
+                    "Mcp-Param-{hname} header present but argument {prop} is absent"
+                )))
+            }
+            (Some(bv), Some(hv)) => {
+                let ok = protocol::decode_header_value(hv)
+                    .map(|d| protocol::header_matches_json(&d, bv))
+                    .unwrap_or(false);
+                if !ok {
+                    return Err(mismatch(format!(
+                        "Mcp-Param-{hname} header does not match argument {prop}"
+                    )));
                 }
             }
         }
