@@ -205,6 +205,70 @@ impl Canceller {
     }
 }
 
+/// The one `CallControl` every upstream uses: it cancels through the upstream's [`Cancel`]
+/// when dropped (counting the cause), or, once detached, at its deadline (counted as
+/// `timeout`). Upstreams only say how one call is cancelled at their peer.
+pub struct CancelOnDrop {
+    cancel: Arc<dyn Cancel>,
+    id: u64,
+    reason: &'static str,
+    detach_until: Option<Instant>,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+impl CancelOnDrop {
+    /// A guard for call `id` (the id its peer sees), cancelled by `cancel`.
+    pub fn new(cancel: Arc<dyn Cancel>, id: u64, metrics: Arc<crate::metrics::Metrics>) -> Self {
+        Self {
+            cancel,
+            id,
+            reason: "client disconnected",
+            detach_until: None,
+            metrics,
+        }
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(deadline) = self.detach_until {
+            // Only spawn when a runtime is there (always, in practice).
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                let (cancel, metrics) = (self.cancel.clone(), self.metrics.clone());
+                rt.spawn(async move {
+                    tokio::time::sleep_until(deadline.into()).await;
+                    if cancel.cancel("timeout") {
+                        metrics.cancelled("timeout");
+                    }
+                });
+            }
+            return;
+        }
+        if self.cancel.cancel(self.reason) {
+            if let Some(cause) = cancel_cause(self.reason) {
+                self.metrics.cancelled(cause);
+            }
+        }
+    }
+}
+
+impl CallControl for CancelOnDrop {
+    fn set_reason(&mut self, reason: &'static str) {
+        self.reason = reason;
+        // An explicit reason means: cancel now, even a detached call.
+        self.detach_until = None;
+    }
+    fn detach_until(&mut self, deadline: Instant) {
+        self.detach_until = Some(deadline);
+    }
+    fn upstream_id(&self) -> u64 {
+        self.id
+    }
+    fn canceller(&self) -> Canceller {
+        Canceller::new(self.cancel.clone())
+    }
+}
+
 /// A call in flight: interim events on a bounded queue, the final answer on a oneshot.
 /// Dropping it before the outcome cancels the call upstream.
 pub struct CallHandle {

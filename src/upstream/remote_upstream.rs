@@ -13,7 +13,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
@@ -25,8 +25,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{
-    sinks, Call, CallControl, CallEvent, CallHandle, Cancel, Canceller, Outcome, SharedUpstream,
-    Upstream, UpstreamEvent, UpstreamInfo,
+    sinks, Call, CallEvent, CallHandle, Cancel, CancelOnDrop, Outcome, SharedUpstream, Upstream,
+    UpstreamEvent, UpstreamInfo,
 };
 use crate::error::BridgeError;
 use crate::jsonrpc::{self, code, Envelope};
@@ -202,67 +202,16 @@ impl RemoteUpstream {
         CallHandle::new(
             events,
             outcome,
-            Box::new(RemoteControl {
-                task: task.abort_handle(),
+            Box::new(CancelOnDrop::new(
+                Arc::new(RemoteCancel(task.abort_handle())),
                 id,
-                reason: "client disconnected",
-                detach_until: None,
-                metrics: self.metrics.clone(),
-            }),
+                self.metrics.clone(),
+            )),
         )
     }
 }
 
 /// A call's task: aborting it drops the remote exchange (which cancels it at the remote).
-struct RemoteControl {
-    task: AbortHandle,
-    id: u64,
-    reason: &'static str,
-    detach_until: Option<Instant>,
-    metrics: Arc<Metrics>,
-}
-
-impl Drop for RemoteControl {
-    fn drop(&mut self) {
-        if self.task.is_finished() {
-            return;
-        }
-        if let Some(deadline) = self.detach_until {
-            let (task, metrics) = (self.task.clone(), self.metrics.clone());
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    tokio::time::sleep_until(deadline.into()).await;
-                    if !task.is_finished() {
-                        task.abort();
-                        metrics.cancelled("timeout");
-                    }
-                });
-            }
-            return;
-        }
-        self.task.abort();
-        if let Some(cause) = crate::call::cancel_cause(self.reason) {
-            self.metrics.cancelled(cause);
-        }
-    }
-}
-
-impl CallControl for RemoteControl {
-    fn set_reason(&mut self, reason: &'static str) {
-        self.reason = reason;
-        self.detach_until = None;
-    }
-    fn detach_until(&mut self, deadline: Instant) {
-        self.detach_until = Some(deadline);
-    }
-    fn upstream_id(&self) -> u64 {
-        self.id
-    }
-    fn canceller(&self) -> Canceller {
-        Canceller::new(Arc::new(RemoteCancel(self.task.clone())))
-    }
-}
-
 struct RemoteCancel(AbortHandle);
 
 impl Cancel for RemoteCancel {

@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Instant;
 
 use bytes::Bytes;
 use serde_json::value::RawValue;
@@ -16,7 +15,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{
-    sinks, Call, CallControl, CallHandle, CallSinks, Cancel, Canceller, Outcome, UpstreamInfo,
+    sinks, Call, CallHandle, CallSinks, Cancel, CancelOnDrop, Outcome, UpstreamInfo,
 };
 use crate::error::BridgeError;
 use crate::jsonrpc;
@@ -65,59 +64,6 @@ impl Cancel for ChildCancel {
     }
     fn cancel(&self, reason: &str) -> bool {
         self.proc.cancel(self.id, reason)
-    }
-}
-
-impl CallControl for CancelGuard {
-    fn set_reason(&mut self, reason: &'static str) {
-        self.reason = reason;
-        // An explicit reason means: cancel now, even a detached call.
-        self.detach_until = None;
-    }
-    fn detach_until(&mut self, deadline: Instant) {
-        self.detach_until = Some(deadline);
-    }
-    fn upstream_id(&self) -> u64 {
-        self.id
-    }
-    fn canceller(&self) -> Canceller {
-        Canceller::new(Arc::new(ChildCancel {
-            proc: self.proc.clone(),
-            id: self.id,
-        }))
-    }
-}
-
-struct CancelGuard {
-    proc: Arc<Proc>,
-    id: u64,
-    reason: &'static str,
-    detach_until: Option<Instant>,
-    metrics: Arc<Metrics>,
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if let Some(deadline) = self.detach_until {
-            let proc = self.proc.clone();
-            let id = self.id;
-            // Only spawn when a runtime is there (always, in practice).
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                let metrics = self.metrics.clone();
-                rt.spawn(async move {
-                    tokio::time::sleep_until(deadline.into()).await;
-                    if proc.cancel(id, "timeout") {
-                        metrics.cancelled("timeout");
-                    }
-                });
-            }
-            return;
-        }
-        if self.proc.cancel(self.id, self.reason) {
-            if let Some(cause) = crate::call::cancel_cause(self.reason) {
-                self.metrics.cancelled(cause);
-            }
-        }
     }
 }
 
@@ -192,13 +138,14 @@ impl Proc {
         Ok(CallHandle::new(
             events,
             outcome,
-            Box::new(CancelGuard {
-                proc: self.clone(),
+            Box::new(CancelOnDrop::new(
+                Arc::new(ChildCancel {
+                    proc: self.clone(),
+                    id,
+                }),
                 id,
-                reason: "client disconnected",
-                detach_until: None,
-                metrics: metrics.clone(),
-            }),
+                metrics.clone(),
+            )),
         ))
     }
 
