@@ -1,13 +1,12 @@
-//! Helpers for the daemon tests: configuration files whose servers are the bridge's own demo
-//! server, starting `serve --config` with extra environment, and finding each server's child
-//! from the log.
-
-#![allow(dead_code)]
+//! The config-file daemon as the tests run it: `[servers.<name>]` tables whose server is the
+//! binary's own demo server, config files written into a temp dir, `serve --config` on a free
+//! port, the URL of a named server, and each server's child pids read from the log.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 
-use crate::common::*;
+use super::bridge::{bin, Bridge, BridgeBuilder};
+use super::http::Reply;
+use super::log::word_after;
 
 /// A `[servers.<name>]` table running the demo server (`extra` args after `demo-server`).
 pub fn demo_server(name: &str, extra: &[&str]) -> String {
@@ -27,30 +26,14 @@ pub fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
     p
 }
 
-/// `mcp-bridge --log-level info serve --config FILE <extra>`, not yet started.
-pub fn daemon_command(config: &Path, extra: &[&str]) -> Command {
-    let mut cmd = Command::new(bin());
-    cmd.arg("--log-level")
-        .arg("info")
-        .arg("serve")
-        .arg("--config")
-        .arg(config)
-        .args(extra)
-        .env_remove("RUST_LOG")
-        .env_remove("MCP_BRIDGE_LOG")
-        .env_remove("NOTIFY_SOCKET")
-        .env_remove("LISTEN_FDS")
-        .env_remove("LISTEN_PID")
-        .env_remove("WATCHDOG_USEC")
-        .env_remove("WATCHDOG_PID")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
-    cmd
+/// `serve --config FILE <extra>`, not yet started (more args and env may follow).
+pub fn daemon_builder(config: &Path, extra: &[&str]) -> BridgeBuilder {
+    Bridge::builder().config(config).args(extra)
 }
 
 /// Start the daemon on a free port (`--port 0` overrides the file's addresses).
 pub async fn daemon(config: &Path) -> Bridge {
-    Bridge::spawn(daemon_command(config, &["--port", "0"])).await
+    daemon_builder(config, &["--port", "0"]).spawn().await
 }
 
 /// `http://ADDR/servers/<name>/mcp`.
@@ -69,7 +52,7 @@ pub fn child_pids(b: &Bridge, server: &str) -> Vec<u32> {
         .collect()
 }
 
-/// A finished echo through `url` answered `text`.
+/// A finished echo answered `text`.
 pub fn echoed(r: &Reply, text: &str) -> bool {
     r.status == 200
         && r.messages

@@ -1,15 +1,12 @@
-//! Shared harness for the integration tests: start the real `mcp-bridge` binary, learn its
-//! address from its log, capture its stderr (which includes the child's stderr, target
-//! "child"), and speak both protocol eras to it over HTTP.
+//! MCP over HTTP from the client side, for both eras: the 2026 request shape (`_meta`,
+//! `Mcp-Method`/`Mcp-Name` headers), 2025 sessions (`initialize`, `Mcp-Session-Id`), whole
+//! replies parsed into JSON-RPC messages (JSON or SSE) and SSE streams read event by event.
+//! Also a tiny canned HTTP server, for remotes and key servers the tests play themselves.
 //!
-//! Every wait here is bounded; a test that would otherwise hang panics with the log attached.
+//! Every wait is bounded: the client has a timeout, stream reads take one.
 
-#![allow(dead_code)]
-
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
@@ -21,252 +18,6 @@ pub const ACCEPT_BOTH: &str = "application/json, text/event-stream";
 
 pub const META_PV: &str = "io.modelcontextprotocol/protocolVersion";
 pub const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
-
-/// Path of the binary under test.
-pub fn bin() -> &'static str {
-    env!("CARGO_BIN_EXE_mcp-bridge")
-}
-
-// ---------------------------------------------------------------------------------------------
-// Log capture
-// ---------------------------------------------------------------------------------------------
-
-/// Lines the bridge wrote to stderr so far (shared with the reader thread).
-#[derive(Clone, Default)]
-pub struct Log(Arc<Mutex<Vec<String>>>);
-
-impl Log {
-    fn push(&self, line: String) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(line);
-    }
-
-    pub fn lines(&self) -> Vec<String> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    /// All lines, for panic messages.
-    pub fn dump(&self) -> String {
-        self.lines().join("\n")
-    }
-
-    pub fn find(&self, needle: &str) -> Option<String> {
-        self.lines().into_iter().find(|l| l.contains(needle))
-    }
-
-    pub fn count(&self, needle: &str) -> usize {
-        self.lines().iter().filter(|l| l.contains(needle)).count()
-    }
-
-    /// Wait (bounded) for a line containing `needle`.
-    pub async fn wait_for(&self, needle: &str, timeout: Duration) -> Option<String> {
-        let until = Instant::now() + timeout;
-        loop {
-            if let Some(l) = self.find(needle) {
-                return Some(l);
-            }
-            if Instant::now() >= until {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-
-    /// Like `wait_for`, but panics with the whole log when the line does not come.
-    pub async fn expect(&self, needle: &str, timeout: Duration) -> String {
-        match self.wait_for(needle, timeout).await {
-            Some(l) => l,
-            None => panic!(
-                "no log line containing {needle:?} within {timeout:?}; log:\n{}",
-                self.dump()
-            ),
-        }
-    }
-
-    /// Ids from every `demo: <what> id=<id>` line, in order (`what` e.g. "slow started").
-    pub fn demo_ids(&self, what: &str) -> Vec<String> {
-        let needle = format!("demo: {what} id=");
-        self.lines()
-            .iter()
-            .filter_map(|l| word_after(l, &needle))
-            .collect()
-    }
-}
-
-/// The whitespace-delimited word that follows `needle` in `line`.
-pub fn word_after(line: &str, needle: &str) -> Option<String> {
-    let i = line.find(needle)? + needle.len();
-    let w: String = line[i..]
-        .chars()
-        .take_while(|c| !c.is_whitespace())
-        .collect();
-    (!w.is_empty()).then_some(w)
-}
-
-// ---------------------------------------------------------------------------------------------
-// The bridge process
-// ---------------------------------------------------------------------------------------------
-
-/// A running `mcp-bridge serve`. Dropping it stops it (SIGTERM, then SIGKILL).
-pub struct Bridge {
-    child: Option<Child>,
-    pub addr: SocketAddr,
-    /// The MCP endpoint, e.g. `http://127.0.0.1:PORT/mcp`.
-    pub url: String,
-    pub log: Log,
-}
-
-impl Bridge {
-    /// `mcp-bridge serve --demo --port 0 <extra>`.
-    pub async fn demo(extra: &[&str]) -> Bridge {
-        let mut args = vec!["--demo", "--port", "0"];
-        args.extend_from_slice(extra);
-        Bridge::serve(&args).await
-    }
-
-    /// `mcp-bridge serve <args>`; waits for the `listening on` line.
-    pub async fn serve(args: &[&str]) -> Bridge {
-        let mut cmd = Command::new(bin());
-        cmd.arg("--log-level")
-            .arg("info")
-            .arg("serve")
-            .args(args)
-            .env_remove("RUST_LOG")
-            .env_remove("MCP_BRIDGE_LOG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null());
-        Bridge::spawn(cmd).await
-    }
-
-    /// Start a prepared `mcp-bridge` command (stderr is captured here); waits for the
-    /// `listening on` line.
-    pub async fn spawn(mut cmd: Command) -> Bridge {
-        cmd.stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("spawn mcp-bridge");
-        let log = Log::default();
-        let stderr = child.stderr.take().expect("stderr piped");
-        {
-            let log = log.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    match line {
-                        Ok(l) => log.push(l),
-                        Err(_) => break,
-                    }
-                }
-            });
-        }
-        let mut b = Bridge {
-            child: Some(child),
-            addr: "127.0.0.1:0".parse().unwrap(),
-            url: String::new(),
-            log,
-        };
-        let until = Instant::now() + Duration::from_secs(20);
-        let needle = "listening on http://";
-        loop {
-            if let Some(l) = b.log.find(needle) {
-                let rest = word_after(&l, needle).expect("address after 'listening on'");
-                let (addr, path) = rest.split_once('/').expect("address/path");
-                b.addr = addr.parse().expect("socket address in log");
-                b.url = format!("http://{addr}/{path}");
-                break;
-            }
-            if let Some(st) = b.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                panic!("mcp-bridge exited early ({st}); log:\n{}", b.log.dump());
-            }
-            if Instant::now() >= until {
-                panic!(
-                    "mcp-bridge did not report its address; log:\n{}",
-                    b.log.dump()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        b
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
-    }
-
-    /// `http://ADDR` + `path`.
-    pub fn endpoint(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
-    }
-
-    pub fn signal(&self, sig: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(self.pid() as i32);
-        nix::sys::signal::kill(pid, sig).expect("signal the bridge");
-    }
-
-    /// Wait (bounded, blocking poll) for the bridge to exit.
-    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let until = Instant::now() + timeout;
-        loop {
-            if let Some(st) = self.child.as_mut()?.try_wait().ok().flatten() {
-                return Some(st);
-            }
-            if Instant::now() >= until {
-                return None;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-    }
-
-    /// Wait (bounded) until `/readyz` says the child is up.
-    pub async fn wait_ready(&self, timeout: Duration) {
-        let c = client();
-        let until = Instant::now() + timeout;
-        loop {
-            if let Ok(r) = c.get(self.endpoint("/readyz")).send().await {
-                if r.status() == 200 {
-                    return;
-                }
-            }
-            if Instant::now() >= until {
-                panic!("bridge not ready in {timeout:?}; log:\n{}", self.log.dump());
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        self.stop();
-        if std::env::var_os("MCP_TEST_LOG").is_some() {
-            std::thread::sleep(Duration::from_millis(50));
-            eprintln!("---- bridge log ({}) ----\n{}", self.url, self.log.dump());
-        }
-    }
-}
-
-impl Bridge {
-    /// SIGTERM, wait up to 5 s, then SIGKILL.
-    fn stop(&mut self) {
-        let Some(mut child) = self.child.take() else {
-            return;
-        };
-        if child.try_wait().ok().flatten().is_some() {
-            return;
-        }
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let until = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < until {
-            if child.try_wait().ok().flatten().is_some() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP
-// ---------------------------------------------------------------------------------------------
 
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
@@ -669,103 +420,53 @@ impl Session {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Processes
+// A canned HTTP server
 // ---------------------------------------------------------------------------------------------
 
-/// Is `pid` a live (non-zombie) process?
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => stat_fields(&s).is_some_and(|(state, _)| state != 'Z' && state != 'X'),
-        Err(_) => false,
-    }
-}
-
-/// (state, ppid) from a /proc/PID/stat line.
-fn stat_fields(s: &str) -> Option<(char, u32)> {
-    let rest = &s[s.rfind(')')? + 1..];
-    let mut it = rest.split_whitespace();
-    let state = it.next()?.chars().next()?;
-    let ppid = it.next()?.parse().ok()?;
-    Some((state, ppid))
-}
-
-/// Live processes whose parent is `pid`.
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for e in rd.flatten() {
-        let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Ok(s) = std::fs::read_to_string(format!("/proc/{p}/stat")) {
-            if let Some((state, ppid)) = stat_fields(&s) {
-                if ppid == pid && state != 'Z' {
-                    out.push(p);
-                }
-            }
+/// A tiny HTTP server: every request gets (status, content type, body) from `answer`, which
+/// sees the request's headers and body. Returns its address; it runs until the test ends.
+pub async fn tiny_server<F>(answer: F) -> SocketAddr
+where
+    F: Fn(&::http::HeaderMap, &[u8]) -> (u16, &'static str, String) + Send + Sync + 'static,
+{
+    use http_body_util::{BodyExt, Full};
+    use hyper::service::service_fn;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind 127.0.0.1:0");
+    let addr = listener.local_addr().expect("local address");
+    let answer = Arc::new(answer);
+    tokio::spawn(async move {
+        loop {
+            let Ok((sock, _)) = listener.accept().await else {
+                return;
+            };
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let answer = answer.clone();
+                    async move {
+                        let headers = req.headers().clone();
+                        let body = req
+                            .into_body()
+                            .collect()
+                            .await
+                            .map(|b| b.to_bytes())
+                            .unwrap_or_default();
+                        let (status, ct, text) = answer(&headers, &body);
+                        let mut r = hyper::Response::new(Full::new(bytes::Bytes::from(text)));
+                        *r.status_mut() = hyper::StatusCode::from_u16(status)
+                            .unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+                        r.headers_mut()
+                            .insert("content-type", ::http::HeaderValue::from_static(ct));
+                        Ok::<_, std::convert::Infallible>(r)
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(hyper_util::rt::TokioIo::new(sock), svc)
+                    .await;
+            });
         }
-    }
-    out
-}
-
-/// The process's command name (`/proc/PID/comm`).
-pub fn comm(pid: u32) -> String {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .map(|s| s.trim().to_owned())
-        .unwrap_or_default()
-}
-
-/// Wait (bounded) until `pid` is gone; true if it is.
-pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
-    let until = Instant::now() + timeout;
-    loop {
-        if !alive(pid) {
-            return true;
-        }
-        if Instant::now() >= until {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Metrics
-// ---------------------------------------------------------------------------------------------
-
-/// The `/metrics` URL the bridge logged for its metrics listener (`metrics on http://…`).
-pub async fn metrics_url(b: &Bridge) -> String {
-    let l = b
-        .log
-        .expect("metrics on http://", Duration::from_secs(10))
-        .await;
-    let rest = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
-    format!("http://{rest}")
-}
-
-/// One scrape: 200 in the Prometheus text format.
-pub async fn scrape(c: &reqwest::Client, url: &str) -> String {
-    let r = c.get(url).send().await.expect("GET /metrics");
-    assert_eq!(r.status(), 200);
-    let ct = r
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    assert!(ct.starts_with("text/plain; version=0.0.4"), "{ct}");
-    r.text().await.expect("metrics body")
-}
-
-/// The value of the sample `series` (exact name and labels as exposed), if present.
-pub fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
+    });
+    addr
 }
