@@ -6,14 +6,13 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod auth_support;
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use auth_support::*;
+use support::*;
 
 const TOKEN_A: &str = "tok-alice-0123456789abcdefXYZ";
 const TOKEN_ENV: &str = "tok-from-env-9876543210fedcba";
@@ -27,9 +26,10 @@ fn token_file(dir: &tempfile::TempDir) -> String {
 
 /// `serve --demo --auth bearer` with the token file `f` and TOKEN_ENV in the variable `var`.
 async fn demo_with_tokens(level: &str, f: &str, var: &str) -> Bridge {
-    Bridge::start(
-        level,
-        &[
+    Bridge::builder()
+        .log_level(level)
+        .serve()
+        .args(&[
             "--demo",
             "--port",
             "0",
@@ -39,10 +39,10 @@ async fn demo_with_tokens(level: &str, f: &str, var: &str) -> Bridge {
             f,
             "--token-env",
             var,
-        ],
-        &[(var, TOKEN_ENV)],
-    )
-    .await
+        ])
+        .envs(&[(var, TOKEN_ENV)])
+        .spawn()
+        .await
 }
 
 #[tokio::test]
@@ -61,10 +61,10 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
     let r = post_init(&b.url, Some(WRONG)).await;
     assert_eq!(r.status().as_u16(), 401);
     assert!(www_auth(&r).contains("error=\"invalid_token\""));
-    let r = http()
+    let r = client()
         .post(&b.url)
         .header("authorization", format!("Basic {TOKEN_A}"))
-        .json(&initialize_body())
+        .json(&initialize_body(json!(1), LEGACY))
         .send()
         .await
         .unwrap();
@@ -74,9 +74,12 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
     assert_eq!(r.status().as_u16(), 200);
     let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
     assert!(
-        b.wait_log("caller{id=alice}", Duration::from_secs(5)).await,
+        b.log
+            .wait_for("caller{id=alice}", Duration::from_secs(5))
+            .await
+            .is_some(),
         "{}",
-        b.log()
+        b.log.dump()
     );
     assert_eq!(
         post_init(&b.url, Some(TOKEN_ENV)).await.status().as_u16(),
@@ -85,7 +88,7 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
 
     // GET and DELETE need the token as well (checked before the session is looked at).
     for m in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let r = http()
+        let r = client()
             .request(m.clone(), &b.url)
             .header("accept", "text/event-stream")
             .header("mcp-session-id", &sid)
@@ -94,7 +97,7 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
             .unwrap();
         assert_eq!(r.status().as_u16(), 401, "{m} without a token");
     }
-    let r = http()
+    let r = client()
         .delete(&b.url)
         .header("mcp-session-id", &sid)
         .header("authorization", format!("Bearer {TOKEN_A}"))
@@ -104,17 +107,17 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
     assert_eq!(r.status().as_u16(), 200, "DELETE with the token");
 
     // A token in the query string is refused, even a good one.
-    let r = http()
+    let r = client()
         .post(format!("{}?access_token={TOKEN_A}", b.url))
         .header("content-type", "application/json")
-        .json(&initialize_body())
+        .json(&initialize_body(json!(1), LEGACY))
         .send()
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
 
     for p in ["/healthz", "/readyz"] {
-        let r = http()
+        let r = client()
             .get(format!("{}{p}", b.origin()))
             .send()
             .await
@@ -125,7 +128,8 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
         );
     }
     assert!(
-        b.log().contains("reason=\"unknown_token\"") || b.log().contains("reason=unknown_token")
+        b.log.dump().contains("reason=\"unknown_token\"")
+            || b.log.dump().contains("reason=unknown_token")
     );
 }
 
@@ -133,9 +137,10 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
 async fn metadata_in_bearer_mode_when_an_authorization_server_is_named() {
     let dir = tempfile::tempdir().unwrap();
     let f = token_file(&dir);
-    let b = Bridge::start(
-        "info",
-        &[
+    let b = Bridge::builder()
+        .log_level("info")
+        .serve()
+        .args(&[
             "--demo",
             "--port",
             "0",
@@ -147,16 +152,15 @@ async fn metadata_in_bearer_mode_when_an_authorization_server_is_named() {
             "https://as.example.com",
             "--resource-url",
             "https://mcp.example.com/mcp/",
-        ],
-        &[],
-    )
-    .await;
+        ])
+        .spawn()
+        .await;
     let r = post_init(&b.url, None).await;
     assert_eq!(
         www_auth(&r),
         "Bearer resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""
     );
-    let doc: Value = http()
+    let doc: Value = client()
         .get(format!(
             "{}/.well-known/oauth-protected-resource/mcp",
             b.origin()
@@ -178,9 +182,10 @@ async fn metadata_in_bearer_mode_when_an_authorization_server_is_named() {
 async fn cors_preflight_only_for_allowed_origins() {
     let dir = tempfile::tempdir().unwrap();
     let f = token_file(&dir);
-    let b = Bridge::start(
-        "info",
-        &[
+    let b = Bridge::builder()
+        .log_level("info")
+        .serve()
+        .args(&[
             "--demo",
             "--port",
             "0",
@@ -192,14 +197,13 @@ async fn cors_preflight_only_for_allowed_origins() {
             "https://app.example.com",
             "--allow-origin",
             "*.corp.example",
-        ],
-        &[],
-    )
-    .await;
+        ])
+        .spawn()
+        .await;
     let preflight = |origin: &'static str| {
         let url = b.url.clone();
         async move {
-            http()
+            client()
                 .request(reqwest::Method::OPTIONS, &url)
                 .header("origin", origin)
                 .header("access-control-request-method", "POST")
@@ -244,12 +248,12 @@ async fn cors_preflight_only_for_allowed_origins() {
         );
     }
     // The real request from an allowed origin exposes the session id.
-    let r = http()
+    let r = client()
         .post(&b.url)
         .header("origin", "https://app.example.com")
         .header("authorization", format!("Bearer {TOKEN_A}"))
         .header("accept", "application/json, text/event-stream")
-        .json(&initialize_body())
+        .json(&initialize_body(json!(1), LEGACY))
         .send()
         .await
         .unwrap();
@@ -272,19 +276,19 @@ async fn default_deny_on_non_loopback_binds() {
     let (code, _) = run_refused(&["--demo", "--port", "0", "--auth", "bearer"]);
     assert_eq!(code, Some(64), "bearer without tokens");
     // Explicit opt-out starts.
-    let b = Bridge::start(
-        "info",
-        &[
+    let b = Bridge::builder()
+        .log_level("info")
+        .serve()
+        .args(&[
             "--demo",
             "--host",
             "0.0.0.0",
             "--port",
             "0",
             "--allow-unauthenticated",
-        ],
-        &[],
-    )
-    .await;
+        ])
+        .spawn()
+        .await;
     assert!(b.url.starts_with("http://0.0.0.0:"), "{}", b.url);
 }
 
@@ -322,9 +326,10 @@ async fn the_callers_token_never_reaches_the_child() {
     let script = dir.path().join("dump.py");
     std::fs::write(&script, DUMP_CHILD).unwrap();
     let dump = dir.path().join("dump.txt");
-    let b = Bridge::start(
-        "info",
-        &[
+    let b = Bridge::builder()
+        .log_level("info")
+        .serve()
+        .args(&[
             "--port",
             "0",
             "--auth",
@@ -340,23 +345,23 @@ async fn the_callers_token_never_reaches_the_child() {
             "-u",
             script.to_str().unwrap(),
             dump.to_str().unwrap(),
-        ],
-        &[
+        ])
+        .envs(&[
             ("MCPB_SECRET", TOKEN_ENV),
             ("MCPB_MARKER", "visible-marker"),
-        ],
-    )
-    .await;
+        ])
+        .spawn()
+        .await;
     for token in [TOKEN_A, TOKEN_ENV] {
         let r = post_init(&b.url, Some(token)).await;
-        assert_eq!(r.status().as_u16(), 200, "log:\n{}", b.log());
+        assert_eq!(r.status().as_u16(), 200, "log:\n{}", b.log.dump());
         let sid = r.headers()["mcp-session-id"].to_str().unwrap().to_owned();
         for body in [
             json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
             json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "t", "arguments": {}}}),
         ] {
-            let r = http()
+            let r = client()
                 .post(&b.url)
                 .header("authorization", format!("Bearer {token}"))
                 .header("mcp-session-id", &sid)
@@ -408,16 +413,16 @@ async fn no_secret_in_the_log_at_trace_level() {
     for token in [TOKEN_A, TOKEN_ENV, WRONG] {
         let _ = post_init(&b.url, Some(token)).await;
         // A 2026 call carrying an Mcp-Param header.
-        let body = common::modern_tool_call(
+        let body = modern_tool_call(
             json!(7),
             "lookup",
             json!({"region": param_secret, "id": 42}),
         );
-        let mut h = common::modern_headers(&body);
-        h.insert("mcp-param-region", common::hv(param_secret));
-        h.insert("mcp-param-item-id", common::hv("42"));
-        h.insert("authorization", common::hv(&format!("Bearer {token}")));
-        let _ = http()
+        let mut h = modern_headers(&body);
+        h.insert("mcp-param-region", hv(param_secret));
+        h.insert("mcp-param-item-id", hv("42"));
+        h.insert("authorization", hv(&format!("Bearer {token}")));
+        let _ = client()
             .post(&b.url)
             .headers(h)
             .json(&body)
@@ -433,12 +438,12 @@ async fn no_secret_in_the_log_at_trace_level() {
             .post(&b.url)
             .header("authorization", format!("Bearer {token}"))
             .header("accept", "application/json, text/event-stream")
-            .json(&initialize_body())
+            .json(&initialize_body(json!(1), LEGACY))
             .send()
             .await;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let log = b.log();
+    let log = b.log.dump();
     assert!(log.contains("TRACE"), "trace logging was not on");
     for secret in [TOKEN_A, TOKEN_ENV, WRONG] {
         assert!(!log.contains(secret), "a token is in the log");
@@ -469,7 +474,7 @@ async fn token_file_reloads_on_sighup() {
         401
     );
     std::fs::write(&f, format!("bob:{TOKEN_B}\n")).unwrap();
-    let pid = nix::unistd::Pid::from_raw(b.child.id() as i32);
+    let pid = nix::unistd::Pid::from_raw(b.pid() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
     // Bounded wait for the reload to take effect.
     let until = std::time::Instant::now() + Duration::from_secs(10);

@@ -4,13 +4,13 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod auth_support;
+mod support;
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use auth_support::*;
+use support::*;
 
 const ISS: &str = "https://as.test.example";
 
@@ -41,7 +41,12 @@ async fn setup(extra: &[&str]) -> Setup {
         ISS,
     ];
     args.extend_from_slice(extra);
-    let bridge = Bridge::start("debug", &args, &[]).await;
+    let bridge = Bridge::builder()
+        .log_level("debug")
+        .serve()
+        .args(&args)
+        .spawn()
+        .await;
     Setup {
         bridge,
         jwks,
@@ -74,7 +79,7 @@ async fn each_algorithm_is_accepted_with_the_canonical_audience() {
             200,
             "{} token refused; log:\n{}",
             k.alg(),
-            s.bridge.log()
+            s.bridge.log.dump()
         );
     }
     // aud as an array holding ours also passes.
@@ -146,7 +151,12 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
 
     for (reason, token) in &cases {
         let (st, ch) = status_of(&s, token).await;
-        assert_eq!(st, 401, "{reason}: expected 401; log:\n{}", s.bridge.log());
+        assert_eq!(
+            st,
+            401,
+            "{reason}: expected 401; log:\n{}",
+            s.bridge.log.dump()
+        );
         assert!(ch.starts_with("Bearer "), "{reason}: {ch}");
         assert!(ch.contains("error=\"invalid_token\""), "{reason}: {ch}");
         assert!(
@@ -158,13 +168,17 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
         );
         assert!(
             s.bridge
-                .wait_log(&format!("reason=\"{reason}\""), Duration::from_secs(2))
+                .log
+                .wait_for(&format!("reason=\"{reason}\""), Duration::from_secs(2))
                 .await
+                .is_some()
                 || s.bridge
-                    .wait_log(&format!("reason={reason}"), Duration::from_secs(2))
-                    .await,
+                    .log
+                    .wait_for(&format!("reason={reason}"), Duration::from_secs(2))
+                    .await
+                    .is_some(),
             "{reason}: no log line with the reason; log:\n{}",
-            s.bridge.log()
+            s.bridge.log.dump()
         );
     }
 
@@ -177,11 +191,11 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
 
     // A token in the query string is refused even when it is valid.
     let tok = s.es.token(&good);
-    let r = http()
+    let r = client()
         .post(format!("{}?access_token={tok}", s.bridge.url))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .json(&initialize_body())
+        .json(&initialize_body(json!(1), LEGACY))
         .send()
         .await
         .unwrap();
@@ -189,7 +203,7 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
     assert!(www_auth(&r).contains("invalid_request"));
 
     // The tokens never reach the log.
-    let log = s.bridge.log();
+    let log = s.bridge.log.dump();
     for (_, token) in &cases {
         if token.len() > 20 {
             assert!(!log.contains(token.as_str()), "a token leaked into the log");
@@ -207,7 +221,12 @@ async fn unknown_kid_refreshes_the_jwks_and_rotation_works() {
     let tok = new_key.token(&claims(&aud));
     s.jwks.set(jwks(&[&s.es, &new_key]));
     // The unknown kid triggers one refresh; the new key is then used.
-    assert_eq!(status_of(&s, &tok).await.0, 200, "log:\n{}", s.bridge.log());
+    assert_eq!(
+        status_of(&s, &tok).await.0,
+        200,
+        "log:\n{}",
+        s.bridge.log.dump()
+    );
     assert_eq!(s.jwks.hits(), fetched_at_start + 1);
     // The rotated-out key is gone.
     assert_eq!(status_of(&s, &s.ed.token(&claims(&aud))).await.0, 401);
@@ -253,7 +272,7 @@ async fn missing_scope_is_403_insufficient_scope_and_metadata_is_published() {
         "/.well-known/oauth-protected-resource",
         "/.well-known/oauth-protected-resource/mcp",
     ] {
-        let r = http()
+        let r = client()
             .get(format!("{}{path}", s.bridge.origin()))
             .send()
             .await
@@ -277,9 +296,10 @@ async fn explicit_audience_and_jwks_file() {
     let path = dir.path().join("jwks.json");
     std::fs::write(&path, jwks(&[&k])).unwrap();
     let p = path.to_str().unwrap();
-    let b = Bridge::start(
-        "info",
-        &[
+    let b = Bridge::builder()
+        .log_level("info")
+        .serve()
+        .args(&[
             "--demo",
             "--port",
             "0",
@@ -289,10 +309,9 @@ async fn explicit_audience_and_jwks_file() {
             p,
             "--audience",
             "api://bridge",
-        ],
-        &[],
-    )
-    .await;
+        ])
+        .spawn()
+        .await;
     let t = now();
     let ok = json!({"sub": "svc", "aud": "api://bridge", "exp": t + 60});
     assert_eq!(
@@ -311,7 +330,7 @@ async fn explicit_audience_and_jwks_file() {
         401
     );
     // Without an issuer the metadata has no authorization server to name: not served.
-    let r = http()
+    let r = client()
         .get(format!(
             "{}/.well-known/oauth-protected-resource",
             b.origin()

@@ -5,7 +5,7 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod auth_support;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,15 +14,15 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::json;
 use tokio_rustls::client::TlsStream;
 
-use auth_support::*;
+use support::*;
 
 const TOKEN: &str = "tls-test-token-0123456789abcdef";
 
 fn make_cert(dir: &std::path::Path) -> CertificateDer<'static> {
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
-        .expect("self-signed certificate");
+    let ck = self_signed();
     // Write the key first: the reloader sees both files change.
     std::fs::write(dir.join("key.pem"), ck.key_pair.serialize_pem()).unwrap();
     std::fs::write(dir.join("cert.pem"), ck.cert.pem()).unwrap();
@@ -65,8 +65,10 @@ fn init_request(uri: &str, http2: bool) -> hyper::Request<Full<Bytes>> {
     if !http2 {
         rb = rb.header("host", "localhost");
     }
-    rb.body(Full::new(Bytes::from(initialize_body().to_string())))
-        .unwrap()
+    rb.body(Full::new(Bytes::from(
+        initialize_body(json!(1), LEGACY).to_string(),
+    )))
+    .unwrap()
 }
 
 async fn post_over(stream: TlsStream<tokio::net::TcpStream>, uri: &str) -> (u16, String) {
@@ -101,9 +103,10 @@ async fn tls_with_alpn_versions_and_reload() {
         dir.path().join("key.pem"),
         tokens.to_str().unwrap().to_owned(),
     );
-    let b = Bridge::start(
-        "info",
-        &[
+    let b = Bridge::builder()
+        .log_level("info")
+        .serve()
+        .args(&[
             "--demo",
             "--port",
             "0",
@@ -115,10 +118,9 @@ async fn tls_with_alpn_versions_and_reload() {
             c.to_str().unwrap(),
             "--tls-key",
             k.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
+        ])
+        .spawn()
+        .await;
     assert!(b.url.starts_with("https://127.0.0.1:"), "{}", b.url);
     let uri = format!("https://localhost:{}/mcp", b.addr.port());
     let all = rustls::ALL_VERSIONS;
@@ -169,15 +171,17 @@ async fn tls_with_alpn_versions_and_reload() {
     // New certificate + SIGHUP: new connections get it, without a restart.
     let second = make_cert(dir.path());
     nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(b.child.id() as i32),
+        nix::unistd::Pid::from_raw(b.pid() as i32),
         nix::sys::signal::Signal::SIGHUP,
     )
     .unwrap();
     assert!(
-        b.wait_log("TLS certificate reloaded", Duration::from_secs(10))
-            .await,
+        b.log
+            .wait_for("TLS certificate reloaded", Duration::from_secs(10))
+            .await
+            .is_some(),
         "{}",
-        b.log()
+        b.log.dump()
     );
     let s = connect(&b, client_config(&second, &[b"h2"], all))
         .await
@@ -191,7 +195,7 @@ async fn tls_with_alpn_versions_and_reload() {
             .is_err(),
         "the old certificate is still served"
     );
-    assert!(b.child.id() > 0);
+    assert!(b.pid() > 0);
 }
 
 #[test]

@@ -4,12 +4,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use serde_json::json;
+use support::*;
 
 const STARTED: &str = "demo: slow started id=";
 const CANCELLED: &str = "demo: cancelled id=";

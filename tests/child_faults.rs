@@ -4,12 +4,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use serde_json::json;
+use support::*;
 
 fn assert_child_exited(r: &Reply, id: serde_json::Value, what: &str) {
     assert_eq!(r.status, 200, "{what}: {r:?}");

@@ -9,12 +9,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
 use std::time::Duration;
 
-use connect_harness::*;
 use serde_json::{json, Value};
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
 

@@ -6,13 +6,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use connect_harness::common;
-use connect_harness::*;
 use serde_json::{json, Value};
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -142,7 +141,7 @@ async fn unauthorized_names_the_token_flags_and_never_logs_the_token() {
         ],
         &[("CONNECT_TEST_TOKEN", secret)],
     );
-    h.request(json!(2), "tools/list", json!({"_meta": meta()}));
+    h.request(json!(2), "tools/list", json!({"_meta": modern_meta()}));
     let r = h.response(&json!(2), T);
     assert!(
         r["error"]["message"].as_str().unwrap().contains("rejected"),
@@ -173,7 +172,11 @@ async fn bearer_token_is_sent() {
         &format!("http://{addr}/mcp"),
         &["--bearer-token-file", f.to_str().unwrap()],
     );
-    h.request(json!("x"), "server/discover", json!({"_meta": meta()}));
+    h.request(
+        json!("x"),
+        "server/discover",
+        json!({"_meta": modern_meta()}),
+    );
     let r = h.response(&json!("x"), T);
     assert!(r["result"]["supportedVersions"].is_array(), "{r}");
 }
@@ -298,7 +301,7 @@ fn bad_ca_file_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("ca.pem");
     std::fs::write(&f, "not a certificate").unwrap();
-    let out = std::process::Command::new(common::bin())
+    let out = std::process::Command::new(bin())
         .args([
             "connect",
             "https://example.com/mcp",
@@ -345,7 +348,7 @@ async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped(
     })
     .await;
     let mut h = Host::start(&format!("http://{addr}/mcp"), &["--protocol", "2026-07-28"]);
-    h.request(json!(1), "tools/list", json!({"_meta": meta()}));
+    h.request(json!(1), "tools/list", json!({"_meta": modern_meta()}));
     let r = h.response(&json!(1), T);
     let names: Vec<&str> = r["result"]["tools"]
         .as_array()

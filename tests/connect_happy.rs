@@ -6,12 +6,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
 use std::time::Duration;
 
-use connect_harness::*;
 use serde_json::{json, Value};
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -95,7 +95,7 @@ async fn legacy_host_to_auto_detected_2026_remote() {
 async fn modern_host_to_2026_remote_with_legacy_child() {
     let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
     let mut h = Host::start(&serve.url, &["--protocol", "2026-07-28"]);
-    h.request(json!(1), "server/discover", json!({"_meta": meta()}));
+    h.request(json!(1), "server/discover", json!({"_meta": modern_meta()}));
     let d = h.response(&json!(1), T);
     assert!(d["result"]["supportedVersions"].as_array().is_some(), "{d}");
     h.request(
@@ -160,7 +160,11 @@ async fn legacy_host_to_2025_remote_relays_server_requests() {
 async fn modern_host_to_2025_remote() {
     let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
     let mut h = Host::start(&serve.url, &["--protocol", "2025-06-18"]);
-    h.request(json!("d"), "server/discover", json!({"_meta": meta()}));
+    h.request(
+        json!("d"),
+        "server/discover",
+        json!({"_meta": modern_meta()}),
+    );
     let d = h.response(&json!("d"), T);
     assert_eq!(
         d["result"]["supportedVersions"],
@@ -168,7 +172,7 @@ async fn modern_host_to_2025_remote() {
         "{d}"
     );
     assert_eq!(d["result"]["cacheScope"], "private");
-    h.request(json!(1), "tools/list", json!({"_meta": meta()}));
+    h.request(json!(1), "tools/list", json!({"_meta": modern_meta()}));
     let r = h.response(&json!(1), T);
     assert_eq!(r["result"]["resultType"], "complete", "{r}");
     h.request(

@@ -14,18 +14,18 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use connect_harness::*;
 use serde_json::{json, Value};
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
 const SUB: &str = "io.modelcontextprotocol/subscriptionId";
 
 fn listen_params(filter: Value) -> Value {
-    json!({"notifications": filter, "_meta": meta()})
+    json!({"notifications": filter, "_meta": modern_meta()})
 }
 
 /// A 2026 tool call, with `_meta` logLevel when `level` is given.

@@ -7,53 +7,14 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use connect_harness::common::{self, word_after};
-use connect_harness::*;
 use serde_json::{json, Value};
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
-
-/// The metrics URL connect logged on stderr.
-fn metrics_url(h: &Host) -> String {
-    let until = Instant::now() + T;
-    loop {
-        if let Some(l) = h.log.find("metrics on http://") {
-            let at = word_after(&l, "metrics on http://").expect("address after 'metrics on'");
-            return format!("http://{at}");
-        }
-        assert!(
-            Instant::now() < until,
-            "connect did not log its metrics address:\n{}",
-            h.log.dump()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-async fn scrape(url: &str) -> String {
-    let r = common::client()
-        .get(url)
-        .send()
-        .await
-        .expect("GET /metrics");
-    assert_eq!(r.status(), 200);
-    r.text().await.expect("metrics body")
-}
-
-/// The value of the sample `series` (exact name and labels as exposed), if present.
-fn sample(text: &str, series: &str) -> Option<f64> {
-    text.lines().find_map(|l| {
-        l.strip_prefix(series)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse()
-            .ok()
-    })
-}
 
 /// Every sample of `family` (lines starting with `family{`), for "nothing else" checks.
 fn samples<'a>(text: &'a str, family: &str) -> Vec<&'a str> {
@@ -76,7 +37,7 @@ fn assert_samples(text: &str, want: &[(String, f64)]) {
 fn modern(params: Value) -> Value {
     let mut p = params;
     let m = p["_meta"].as_object().cloned().unwrap_or_default();
-    let mut meta = meta();
+    let mut meta = modern_meta();
     for (k, v) in m {
         meta[k] = v;
     }
@@ -99,11 +60,11 @@ async fn connect_counts_http_transport_and_jsonrpc_apart() {
         &serve.url,
         &["--name", "demo", "--metrics-listen", "127.0.0.1:0"],
     );
-    let murl = metrics_url(&h);
+    let murl = metrics_url(&h).await;
     let s = |labels: &str| format!("{{{labels}}}");
 
     // Before anything happened: the bounded families are there, at 0.
-    let t = scrape(&murl).await;
+    let t = scrape(&client(), &murl).await;
     let mut zero: Vec<(String, f64)> = [
         "unreachable",
         "dns",
@@ -144,7 +105,7 @@ async fn connect_counts_http_transport_and_jsonrpc_apart() {
     assert!(t.contains("process_resident_memory_bytes"), "{t}");
 
     // The workload, a 2026 host.
-    h.request(json!(1), "tools/list", json!({"_meta": meta()}));
+    h.request(json!(1), "tools/list", json!({"_meta": modern_meta()}));
     let r = h.response(&json!(1), T);
     assert!(r["result"]["tools"].is_array(), "{r}");
     for id in 2..5 {
@@ -227,7 +188,7 @@ async fn connect_counts_http_transport_and_jsonrpc_apart() {
         .iter()
         .all(|m| m["id"] != 9));
 
-    let t = scrape(&murl).await;
+    let t = scrape(&client(), &murl).await;
     let d = |labels: &str| s(&format!(r#"{labels},server="demo""#));
     let mut want: Vec<(String, f64)> = vec![
         // What the host asked: 9 tools/call (3 echo, fail, error, refused, slow, 2 after the
@@ -376,7 +337,7 @@ async fn request_timeout_is_a_bridge_error_and_a_timeout_cancellation() {
         &serve.url,
         &["--metrics-listen", "127.0.0.1:0", "--request-timeout", "3s"],
     );
-    let murl = metrics_url(&h);
+    let murl = metrics_url(&h).await;
     h.request(
         json!("s"),
         "tools/call",
@@ -385,7 +346,7 @@ async fn request_timeout_is_a_bridge_error_and_a_timeout_cancellation() {
     let r = h.response(&json!("s"), T);
     assert_eq!(reason(&r), "timeout", "{r}");
     serve.log.expect("demo: cancelled id=", T).await;
-    let t = scrape(&murl).await;
+    let t = scrape(&client(), &murl).await;
     let want: Vec<(String, f64)> = vec![
         (
             r#"mcp_bridge_jsonrpc_requests_total{method="tools/call",server="127.0.0.1"}"#.into(),
@@ -433,7 +394,7 @@ async fn request_timeout_is_a_bridge_error_and_a_timeout_cancellation() {
 fn metrics_listener_that_cannot_bind_exits_78() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let out = std::process::Command::new(common::bin())
+    let out = std::process::Command::new(bin())
         .args([
             "connect",
             "http://127.0.0.1:9/mcp",

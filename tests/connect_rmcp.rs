@@ -6,14 +6,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use connect_harness::common;
-use connect_harness::*;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult,
     PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
@@ -23,6 +21,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::json;
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
@@ -149,7 +148,7 @@ async fn exercise(h: &mut Host, modern: bool, cancelled: &AtomicUsize) {
         v
     };
     let list = if modern {
-        json!({"_meta": meta()})
+        json!({"_meta": modern_meta()})
     } else {
         json!({})
     };
@@ -252,7 +251,7 @@ mod stdio_host {
     use rmcp::{ClientServiceExt, ServiceExt};
 
     fn connect_cmd(url: &str) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(common::bin());
+        let mut c = tokio::process::Command::new(bin());
         c.args(["--log-level", "warn", "connect", url]);
         c
     }

@@ -5,21 +5,20 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use connect_harness::*;
 use http_body_util::{BodyExt, Full};
 use serde_json::{json, Value};
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
 /// An HTTPS MCP-ish server answering every request with a 2026 echo of `params.arguments.text`.
 async fn tls_server(dir: &std::path::Path) -> (String, std::path::PathBuf) {
-    let ck = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
-        .expect("self-signed certificate");
+    let ck = self_signed();
     let ca = dir.join("ca.pem");
     std::fs::write(&ca, ck.cert.pem()).unwrap();
     let key = rustls::pki_types::PrivateKeyDer::try_from(ck.key_pair.serialize_der()).unwrap();

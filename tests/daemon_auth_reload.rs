@@ -7,17 +7,16 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod auth_support;
-mod common;
-mod daemon_support;
+mod support;
 
 use std::time::Duration;
 
-use auth_support::{jwks, now, post_init, TestKey};
-use common::Bridge;
-use daemon_support::{child_pids, daemon_command, demo_server, server_url, write};
 use nix::sys::signal::Signal;
 use serde_json::json;
+use support::{
+    child_pids, daemon_builder, demo_server, jwks, now, post_init, server_url, write, Bridge,
+    TestKey,
+};
 
 const AUD: &str = "mcp-bridge-test";
 
@@ -78,7 +77,7 @@ async fn auth_settings_reload_without_restarting_servers() {
         "d.toml",
         &format!("{}{servers}", jwt_auth(&keys1, "https://iss-a")),
     );
-    let b = Bridge::spawn(daemon_command(&cfg, &["--port", "0"])).await;
+    let b = daemon_builder(&cfg, &["--port", "0"]).spawn().await;
     b.wait_ready(Duration::from_secs(20)).await;
     let url = server_url(&b, "a");
     let (old, new) = (token(&k1, "https://iss-a"), token(&k2, "https://iss-b"));

@@ -5,22 +5,19 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod daemon_support;
+mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
-use common::*;
-use daemon_support::*;
 use serde_json::json;
+use support::*;
 
 fn check(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(bin())
-        .arg("check-config")
+    let out = Bridge::builder()
+        .no_log_level()
+        .sub(["check-config"])
         .args(args)
-        .output()
-        .expect("run check-config");
+        .output();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -70,15 +67,15 @@ fn check_config_exit_codes() {
     // Usage errors: 64.
     assert_eq!(check(&[]).0, 64);
     assert_eq!(check(&["--no-such-flag", good.to_str().unwrap()]).0, 64);
-    let st = Command::new(bin())
+    let st = Bridge::builder()
+        .no_log_level()
         .args(["serve", "--config", good.to_str().unwrap(), "--demo"])
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(st.status.code(), Some(64));
-    let st = Command::new(bin())
+    let st = Bridge::builder()
+        .no_log_level()
         .args(["serve", "--config", bad.to_str().unwrap()])
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(st.status.code(), Some(78));
 }
 
@@ -147,7 +144,7 @@ async fn servers_json_import_and_flag_overrides() {
         "base.toml",
         "[limits]\ncall_timeout = \"10m\"\n",
     );
-    let mut cmd = daemon_command(
+    let b = daemon_builder(
         &cfg,
         &[
             "--servers-json",
@@ -157,9 +154,10 @@ async fn servers_json_import_and_flag_overrides() {
             "--call-timeout",
             "1s",
         ],
-    );
-    cmd.env("MCP_TEST_UNUSED", "1");
-    let b = Bridge::spawn(cmd).await;
+    )
+    .env("MCP_TEST_UNUSED", "1")
+    .spawn()
+    .await;
     b.wait_ready(Duration::from_secs(20)).await;
     let c = client();
     for name in ["alpha", "beta"] {
@@ -262,17 +260,17 @@ fn check_config_url_servers() {
         "unset.toml",
         "[servers.r]\nurl = \"http://h/mcp\"\nbearer_token_env = \"MCPB_TEST_SURELY_UNSET\"\n",
     );
-    let out = Command::new(bin())
+    let out = Bridge::builder()
+        .no_log_level()
         .args(["check-config", unset.to_str().unwrap()])
         .env_remove("MCPB_TEST_SURELY_UNSET")
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(78));
-    let out = Command::new(bin())
+    let out = Bridge::builder()
+        .no_log_level()
         .args(["check-config", unset.to_str().unwrap()])
         .env("MCPB_TEST_SURELY_UNSET", "tok-from-env")
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
 
@@ -309,12 +307,12 @@ fn serve_upstream_usage_errors() {
         &["--upstream", up, "--protocol", "2024-01-01"],
     ];
     for args in cases {
-        let out = Command::new(bin())
+        let out = Bridge::builder()
+            .no_log_level()
             .args(["serve", "--port", "0"])
             .args(*args)
             .env_remove("MCPB_TEST_SURELY_UNSET")
-            .output()
-            .unwrap();
+            .output();
         assert_eq!(
             out.status.code(),
             Some(64),
@@ -324,7 +322,10 @@ fn serve_upstream_usage_errors() {
     }
     // serve and connect take the same remote flags.
     let help = |sub: &str| {
-        let out = Command::new(bin()).args([sub, "--help"]).output().unwrap();
+        let out = Bridge::builder()
+            .no_log_level()
+            .args([sub, "--help"])
+            .output();
         assert!(out.status.success());
         String::from_utf8_lossy(&out.stdout).into_owned()
     };

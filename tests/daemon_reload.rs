@@ -6,17 +6,15 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod daemon_support;
+mod support;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
-use daemon_support::*;
 use nix::sys::signal::Signal;
 use serde_json::json;
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_adds_removes_and_restarts_without_failing_unchanged_calls() {

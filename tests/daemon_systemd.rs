@@ -6,16 +6,14 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod daemon_support;
+mod support;
 
 use std::os::unix::net::UnixDatagram;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::*;
-use daemon_support::*;
 use nix::sys::signal::Signal;
+use support::*;
 
 /// Every datagram received on the socket, collected by a thread.
 #[derive(Clone, Default)]
@@ -84,10 +82,11 @@ async fn notify_socket_ready_watchdog_reload_stopping() {
     );
     let sock_path = dir.path().join("notify.sock");
     let notes = Notes::listen(UnixDatagram::bind(&sock_path).unwrap());
-    let mut cmd = daemon_command(&cfg, &["--port", "0"]);
-    cmd.env("NOTIFY_SOCKET", &sock_path)
-        .env("WATCHDOG_USEC", "200000");
-    let mut b = Bridge::spawn(cmd).await;
+    let mut b = daemon_builder(&cfg, &["--port", "0"])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .env("WATCHDOG_USEC", "200000")
+        .spawn()
+        .await;
     assert!(
         notes
             .wait_count("READY=1", 1, Duration::from_secs(20))
@@ -159,18 +158,14 @@ async fn plain_serve_speaks_the_readiness_protocol() {
     let dir = tempfile::tempdir().unwrap();
     let sock_path = dir.path().join("notify.sock");
     let notes = Notes::listen(UnixDatagram::bind(&sock_path).unwrap());
-    let mut cmd = std::process::Command::new(bin());
-    cmd.args(["--log-level", "info", "serve", "--demo", "--port", "0"])
-        .env_remove("RUST_LOG")
-        .env_remove("MCP_BRIDGE_LOG")
-        .env_remove("LISTEN_FDS")
-        .env_remove("LISTEN_PID")
-        .env_remove("WATCHDOG_PID")
+    let mut b = Bridge::builder()
+        .serve()
+        .args(["--demo", "--port", "0"])
+        .no_systemd_env()
         .env("NOTIFY_SOCKET", &sock_path)
         .env("WATCHDOG_USEC", "200000")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null());
-    let mut b = Bridge::spawn(cmd).await;
+        .spawn()
+        .await;
     assert!(b.url.ends_with("/mcp"), "{}", b.url);
     assert!(
         notes
@@ -258,24 +253,23 @@ async fn socket_activation_adopts_the_passed_listener() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     // `sh` learns its own pid ($$), which `exec` keeps: LISTEN_PID names the daemon.
-    let mut cmd = std::process::Command::new("sh");
-    cmd.arg("-c")
-        .arg("LISTEN_PID=$$; LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec \"$0\" \"$@\"")
-        .arg(bin())
-        .args(["--log-level", "info", "serve", "--config"])
-        .arg(&cfg)
-        .env_remove("RUST_LOG")
-        .env_remove("MCP_BRIDGE_LOG")
-        .env_remove("NOTIFY_SOCKET")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null());
-    // The listener becomes fd 3 of the child (command-fds does the fork-time dup2).
-    cmd.fd_mappings(vec![FdMapping {
-        parent_fd: std::os::fd::OwnedFd::from(listener),
-        child_fd: 3,
-    }])
-    .expect("map the listener to fd 3");
-    let b = Bridge::spawn(cmd).await;
+    let b = Bridge::builder()
+        .wrapper([
+            "sh",
+            "-c",
+            "LISTEN_PID=$$; LISTEN_FDS=1; export LISTEN_PID LISTEN_FDS; exec \"$0\" \"$@\"",
+        ])
+        .config(&cfg)
+        // The listener becomes fd 3 of the child (command-fds does the fork-time dup2).
+        .configure(move |cmd| {
+            cmd.fd_mappings(vec![FdMapping {
+                parent_fd: std::os::fd::OwnedFd::from(listener),
+                child_fd: 3,
+            }])
+            .expect("map the listener to fd 3");
+        })
+        .spawn()
+        .await;
     assert_eq!(b.addr.port(), port, "log:\n{}", b.log.dump());
     b.log
         .expect("passed by the service manager", Duration::from_secs(1))

@@ -21,13 +21,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod connect_harness;
+mod support;
 
 use std::time::Duration;
 
-use connect_harness::common::*;
-use connect_harness::Host;
 use serde_json::{json, Value};
+use support::*;
 
 const T: Duration = Duration::from_secs(30);
 const URL: &str = "https://auth.example.test/consent?flow=42";

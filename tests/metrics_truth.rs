@@ -6,12 +6,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::{json, Value};
+use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// A sample's value; absent reads as 0.

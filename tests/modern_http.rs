@@ -5,13 +5,13 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
+use support::*;
 
 fn lookup_body(id: i64) -> Value {
     modern_tool_call(json!(id), "lookup", json!({"region": "eu", "id": 42}))

@@ -5,12 +5,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::*;
 use serde_json::json;
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn families_separate_the_three_failures_and_readiness_follows_the_child() {

@@ -5,16 +5,16 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use rmcp::model::{CallToolRequestParams, CallToolResult, ProtocolVersion};
 use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientHandler, ClientServiceExt, ServiceExt};
 use serde_json::{json, Value};
+use support::*;
 
 fn args(v: Value) -> serde_json::Map<String, Value> {
     v.as_object().cloned().expect("object")

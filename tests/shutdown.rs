@@ -4,12 +4,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use serde_json::json;
+use support::*;
 
 /// Start a bridge whose child forks a long `sleep` and then becomes the demo server; return
 /// it with the pids of the child (demo server) and the grandchild (sleep).

@@ -8,12 +8,12 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::*;
 use serde_json::json;
+use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
