@@ -29,7 +29,7 @@ async fn demo_with_tokens(level: &str, f: &str, var: &str) -> Bridge {
     Bridge::builder()
         .log_level(level)
         .serve()
-        .args(&[
+        .args([
             "--demo",
             "--port",
             "0",
@@ -140,7 +140,7 @@ async fn metadata_in_bearer_mode_when_an_authorization_server_is_named() {
     let b = Bridge::builder()
         .log_level("info")
         .serve()
-        .args(&[
+        .args([
             "--demo",
             "--port",
             "0",
@@ -185,7 +185,7 @@ async fn cors_preflight_only_for_allowed_origins() {
     let b = Bridge::builder()
         .log_level("info")
         .serve()
-        .args(&[
+        .args([
             "--demo",
             "--port",
             "0",
@@ -279,7 +279,7 @@ async fn default_deny_on_non_loopback_binds() {
     let b = Bridge::builder()
         .log_level("info")
         .serve()
-        .args(&[
+        .args([
             "--demo",
             "--host",
             "0.0.0.0",
@@ -329,7 +329,7 @@ async fn the_callers_token_never_reaches_the_child() {
     let b = Bridge::builder()
         .log_level("info")
         .serve()
-        .args(&[
+        .args([
             "--port",
             "0",
             "--auth",

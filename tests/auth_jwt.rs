@@ -299,7 +299,7 @@ async fn explicit_audience_and_jwks_file() {
     let b = Bridge::builder()
         .log_level("info")
         .serve()
-        .args(&[
+        .args([
             "--demo",
             "--port",
             "0",

@@ -106,7 +106,7 @@ async fn tls_with_alpn_versions_and_reload() {
     let b = Bridge::builder()
         .log_level("info")
         .serve()
-        .args(&[
+        .args([
             "--demo",
             "--port",
             "0",

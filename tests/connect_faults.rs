@@ -301,16 +301,11 @@ fn bad_ca_file_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("ca.pem");
     std::fs::write(&f, "not a certificate").unwrap();
-    let out = std::process::Command::new(bin())
-        .args([
-            "connect",
-            "https://example.com/mcp",
-            "--ca-file",
-            f.to_str().unwrap(),
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .unwrap();
+    let out = Bridge::builder()
+        .no_log_level()
+        .connect("https://example.com/mcp")
+        .args(["--ca-file", f.to_str().unwrap()])
+        .output();
     assert!(!out.status.success());
     assert!(out.stdout.is_empty(), "stdout must stay clean");
 }

@@ -394,16 +394,11 @@ async fn request_timeout_is_a_bridge_error_and_a_timeout_cancellation() {
 fn metrics_listener_that_cannot_bind_exits_78() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let out = std::process::Command::new(bin())
-        .args([
-            "connect",
-            "http://127.0.0.1:9/mcp",
-            "--metrics-listen",
-            &addr,
-        ])
-        .stdin(std::process::Stdio::null())
-        .output()
-        .expect("run connect");
+    let out = Bridge::builder()
+        .no_log_level()
+        .connect("http://127.0.0.1:9/mcp")
+        .args(["--metrics-listen", &addr])
+        .output();
     assert_eq!(out.status.code(), Some(78), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("cannot bind the metrics listener"), "{err}");

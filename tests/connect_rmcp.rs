@@ -251,9 +251,8 @@ mod stdio_host {
     use rmcp::{ClientServiceExt, ServiceExt};
 
     fn connect_cmd(url: &str) -> tokio::process::Command {
-        let mut c = tokio::process::Command::new(bin());
-        c.args(["--log-level", "warn", "connect", url]);
-        c
+        // rmcp pipes stdin/stdout itself and lets stderr through.
+        tokio::process::Command::from(Bridge::builder().log_level("warn").connect(url).command())
     }
 
     fn first_text(r: &CallToolResult) -> String {
