@@ -350,3 +350,33 @@ fn serve_upstream_usage_errors() {
         assert!(connect.contains(flag), "connect --help lacks {flag}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_listen_address_is_bound_logged_and_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(
+        dir.path(),
+        "two.toml",
+        &format!(
+            "[listen]\naddresses = [\"127.0.0.1:0\", \"127.0.0.1:0\"]\n{}",
+            demo_server("a", &[])
+        ),
+    );
+    let b = daemon_builder(&cfg, &[]).spawn().await;
+    // Logged after every listener's line.
+    b.log.expect("servers: ", Duration::from_secs(20)).await;
+    let ls = b.listeners();
+    assert_eq!(ls.len(), 2, "log:\n{}", b.log.dump());
+    assert_eq!(ls[0].0, b.addr);
+    assert_ne!(ls[0].0.port(), ls[1].0.port());
+    let c = client();
+    for (addr, _) in &ls {
+        let url = format!("http://{addr}/servers/a/mcp");
+        let r = echo_until_ok(&c, &url, "on both", Duration::from_secs(20)).await;
+        assert!(
+            echoed(&r, "on both"),
+            "{addr}: {r:?}\nlog:\n{}",
+            b.log.dump()
+        );
+    }
+}

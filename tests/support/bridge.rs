@@ -434,6 +434,15 @@ impl Bridge {
         self.proc.pid()
     }
 
+    /// Every (address, URL) logged as listening so far: one per listener, the first is `addr`.
+    pub fn listeners(&self) -> Vec<(SocketAddr, String)> {
+        self.log
+            .lines()
+            .iter()
+            .filter_map(|l| parse_listen(l))
+            .collect()
+    }
+
     /// `http://ADDR` or `https://ADDR`, as logged.
     pub fn origin(&self) -> String {
         let scheme = self.url.split("://").next().unwrap_or("http");
