@@ -61,6 +61,8 @@ async fn connect_counts_http_transport_and_jsonrpc_apart() {
         &["--name", "demo", "--metrics-listen", "127.0.0.1:0"],
     );
     let murl = metrics_url(&h).await;
+    // The metrics listener is up (and logged) before the remote registers its series.
+    h.log.expect("connect: forwarding stdio to", T).await;
     let s = |labels: &str| format!("{{{labels}}}");
 
     // Before anything happened: the bounded families are there, at 0.
