@@ -11,6 +11,7 @@
 //! The face calls auth's hook, never the other way round: the HTTP face's configuration is
 //! handed to `crate::auth` through the [`crate::auth::Endpoint`] trait implemented here.
 
+pub mod accept;
 pub mod http;
 pub mod listen;
 pub mod metrics_http;
