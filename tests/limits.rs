@@ -50,7 +50,11 @@ async fn read_head(s: &mut TcpStream) -> String {
             .await
             .expect("a response in time")
             .expect("read");
-        assert!(n > 0, "closed before a whole head: {:?}", String::from_utf8_lossy(&out));
+        assert!(
+            n > 0,
+            "closed before a whole head: {:?}",
+            String::from_utf8_lossy(&out)
+        );
         out.extend_from_slice(&buf[..n]);
     }
     String::from_utf8_lossy(&out).into_owned()
@@ -74,7 +78,10 @@ async fn until_at_least(c: &reqwest::Client, murl: &str, series: &str, want: f64
         if sample(&t, series).unwrap_or(0.0) >= want {
             return t;
         }
-        assert!(Instant::now() < until, "{series} never reached {want}:\n{t}");
+        assert!(
+            Instant::now() < until,
+            "{series} never reached {want}:\n{t}"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -101,7 +108,10 @@ async fn half_head_and_silent_connection_closed_at_header_timeout() {
     assert!(read_head(&mut ka).await.starts_with("HTTP/1.1 200"));
     ka.write_all(HALF_HEAD).await.unwrap();
     let out = read_until_closed(&mut ka, Duration::from_secs(8)).await;
-    assert!(out.is_some(), "a stalled second head was not closed in time");
+    assert!(
+        out.is_some(),
+        "a stalled second head was not closed in time"
+    );
 }
 
 /// A POST whose body stalls after one byte is answered 408 and closed at the body timeout.
@@ -120,7 +130,10 @@ async fn stalled_body_gets_408_and_close() {
         .await
         .expect("the stalled upload was neither answered nor closed in time");
     assert!(out.starts_with("HTTP/1.1 408 "), "{out:?}");
-    assert!(out.to_ascii_lowercase().contains("connection: close"), "{out:?}");
+    assert!(
+        out.to_ascii_lowercase().contains("connection: close"),
+        "{out:?}"
+    );
     until_at_least(&client(), &murl, &series("mcp", "POST", "408"), 1.0).await;
 }
 
@@ -186,7 +199,10 @@ async fn connection_cap_refuses_with_503_and_counts() {
             break;
         }
         assert_eq!(r.status(), 503);
-        assert!(Instant::now() < until, "never served again after the cap freed");
+        assert!(
+            Instant::now() < until,
+            "never served again after the cap freed"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -245,7 +261,11 @@ async fn legitimate_request_answered_while_slow_connections_held() {
     assert_eq!(r.result()["content"][0]["text"], "through");
     for (i, s) in slow.iter_mut().enumerate() {
         let out = read_until_closed(s, Duration::from_secs(20)).await;
-        assert_eq!(out.as_deref(), Some(""), "slow connection {i} not closed in time");
+        assert_eq!(
+            out.as_deref(),
+            Some(""),
+            "slow connection {i} not closed in time"
+        );
     }
 }
 
@@ -292,9 +312,19 @@ async fn config_limits_apply_and_bad_keys_are_78() {
     let mut half = connect(b.addr).await;
     half.write_all(HALF_HEAD).await.unwrap();
     let out = read_until_closed(&mut half, Duration::from_secs(8)).await;
-    assert_eq!(out.as_deref(), Some(""), "[limits] header_timeout not applied");
-    assert_eq!(c.get(b.endpoint("/healthz")).send().await.unwrap().status(), 200);
-    assert_eq!(c.get(b.endpoint("/nowhere")).send().await.unwrap().status(), 404);
+    assert_eq!(
+        out.as_deref(),
+        Some(""),
+        "[limits] header_timeout not applied"
+    );
+    assert_eq!(
+        c.get(b.endpoint("/healthz")).send().await.unwrap().status(),
+        200
+    );
+    assert_eq!(
+        c.get(b.endpoint("/nowhere")).send().await.unwrap().status(),
+        404
+    );
     until_at_least(&c, &murl, &series("health", "GET", "200"), 1.0).await;
     until_at_least(&c, &murl, &series("other", "GET", "404"), 1.0).await;
 
@@ -305,7 +335,11 @@ async fn config_limits_apply_and_bad_keys_are_78() {
             .arg(&p)
             .output()
             .unwrap();
-        (p, out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+        (
+            p,
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     };
     let (p, code, err) = check(
         "typo.toml",
@@ -316,13 +350,22 @@ async fn config_limits_apply_and_bad_keys_are_78() {
     assert!(err.contains("max_conections"), "{err}");
     let (_, code, err) = check(
         "per_server.toml",
-        &format!("{}[servers.a.limits]\nmax_streams = 3\n", demo_server("a", &[])),
+        &format!(
+            "{}[servers.a.limits]\nmax_streams = 3\n",
+            demo_server("a", &[])
+        ),
     );
     assert_eq!(code, Some(78), "{err}");
-    assert!(err.contains("max_streams") && err.contains("global [limits]"), "{err}");
+    assert!(
+        err.contains("max_streams") && err.contains("global [limits]"),
+        "{err}"
+    );
     let (_, code, err) = check(
         "good.toml",
-        &format!("[limits]\nheader_timeout = \"2s\"\nmax_streams = 3\n{}", demo_server("a", &[])),
+        &format!(
+            "[limits]\nheader_timeout = \"2s\"\nmax_streams = 3\n{}",
+            demo_server("a", &[])
+        ),
     );
     assert_eq!(code, Some(0), "{err}");
 }

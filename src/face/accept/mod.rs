@@ -36,7 +36,7 @@ use crate::auth::tls::Tls;
 use crate::face::metrics_http;
 use crate::face::respond::{status_only, Body};
 use crate::metrics::Metrics;
-use watch::{ConnState, Stream, Watched};
+use watch::{ConnState, Expired, Stream, Watched};
 
 /// The `route` label of a connection refused at `--max-connections`.
 pub const ROUTE_CONNECTION_CAP: &str = "connection_cap";
@@ -333,6 +333,11 @@ async fn serve_one<F, Fut>(
                 if let Some((at, why)) = state.deadline(&limits) {
                     if at <= Instant::now() {
                         debug!(%peer, ?why, "closing a connection at its timeout");
+                        if why == Expired::Header {
+                            // Mid-head there is nothing to finish: close now.
+                            return;
+                        }
+                        // Idle: HTTP/2 peers get a GOAWAY first.
                         conn.as_mut().graceful_shutdown();
                         closing = Some(Instant::now());
                     }

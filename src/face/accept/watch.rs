@@ -213,3 +213,63 @@ impl AsyncWrite for Watched {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits() -> ConnLimits {
+        ConnLimits::new(
+            Duration::from_secs(10),
+            Duration::from_secs(30),
+            Duration::from_secs(120),
+            Some(10),
+            10,
+        )
+    }
+
+    fn kind(s: &ConnState) -> Option<Expired> {
+        s.deadline(&limits()).map(|(_, k)| k)
+    }
+
+    #[test]
+    fn the_clock_follows_the_connection() {
+        let l = limits();
+        let s = ConnState::new();
+        // New: its first head within the header timeout of the accept, bytes or not.
+        assert_eq!(
+            s.deadline(&l),
+            Some((s.start + l.header_timeout, Expired::Header))
+        );
+        s.on_read(b"GET / HT");
+        assert_eq!(
+            s.deadline(&l),
+            Some((s.start + l.header_timeout, Expired::Header))
+        );
+        // Serving: no clock, until the last request in flight is answered.
+        let busy = s.enter();
+        let second = s.enter();
+        drop(busy);
+        assert_eq!(kind(&s), None, "one request still in flight");
+        drop(second);
+        let (idle_until, k) = s.deadline(&l).unwrap();
+        assert_eq!(k, Expired::Idle);
+        assert!(idle_until >= s.start + l.idle_timeout);
+        // Bytes of the next head while idle: the (shorter) header clock.
+        s.on_read(b"GET");
+        let (head_until, k) = s.deadline(&l).unwrap();
+        assert_eq!(k, Expired::Header);
+        assert!(head_until < s.start + l.idle_timeout);
+        s.on_read(b" / HTTP/1.1");
+        assert_eq!(s.deadline(&l), Some((head_until, Expired::Header)));
+    }
+
+    #[test]
+    fn http2_frames_between_requests_leave_the_idle_clock() {
+        let s = ConnState::new();
+        s.on_read(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+        drop(s.enter());
+        s.on_read(b"\x00\x00\x08\x06"); // a PING
+        assert_eq!(kind(&s), Some(Expired::Idle));
+    }
+}
