@@ -227,8 +227,9 @@ fn builder(l: &ConnLimits) -> Builder<TokioExecutor> {
     b
 }
 
-/// Beyond the connection cap: a plain `503` with `Retry-After` (or, past the refusals in
-/// progress, just a close), counted. On TLS listeners the 503 goes inside a handshake.
+/// Beyond the connection cap: a plain `503` with `Retry-After` once the request head is in
+/// (or, past the refusals in progress or after `header_timeout` capped at 2 s, just a close),
+/// counted. On TLS listeners the 503 goes inside a handshake.
 fn refuse(
     stream: TcpStream,
     shared: &Arc<Shared>,
@@ -263,10 +264,23 @@ fn refuse(
     });
 }
 
-/// Write `msg`, end the write side, and read what the client still sends until it closes (so
-/// that the close does not reset the connection before the client read the answer).
+/// Wait for the client's request head (an answer before the request is, to an HTTP client,
+/// a protocol error), write `msg`, end the write side, and read what the client still sends
+/// until it closes (so that the close does not reset the connection before the client read the
+/// answer). None when the client sent nothing or the write failed.
 async fn write_and_close(s: Stream, msg: &[u8]) -> Option<()> {
     let mut ws = Watched::new(s, ConnState::new());
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
+        match ws.read(&mut buf).await {
+            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    if head.is_empty() {
+        return None;
+    }
     ws.write_all(msg).await.ok()?;
     ws.shutdown().await.ok()?;
     let mut sink = [0u8; 1024];
