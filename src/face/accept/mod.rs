@@ -104,7 +104,8 @@ impl Default for ConnLimits {
 const MIN_TIMEOUT: Duration = Duration::from_millis(100);
 
 impl ConnLimits {
-    /// From the settings as given: timeouts of at least 100 ms, caps of at least 1, and
+    /// From the settings as given: timeouts of at least 100 ms, caps of at least 1 (and at most
+    /// what a semaphore holds), and
     /// `max_connections` (when not given) from [`auto_max_connections`].
     pub fn new(
         header_timeout: Duration,
@@ -117,8 +118,11 @@ impl ConnLimits {
             header_timeout: header_timeout.max(MIN_TIMEOUT),
             body_timeout: body_timeout.max(MIN_TIMEOUT),
             idle_timeout: idle_timeout.max(MIN_TIMEOUT),
-            max_connections: max_connections.unwrap_or_else(auto_max_connections).max(1),
-            max_streams: max_streams.max(1),
+            // A semaphore holds at most MAX_PERMITS (2^61 - 1): beyond is the same as no cap.
+            max_connections: max_connections
+                .unwrap_or_else(auto_max_connections)
+                .clamp(1, Semaphore::MAX_PERMITS),
+            max_streams: max_streams.clamp(1, Semaphore::MAX_PERMITS),
         }
     }
 }
@@ -166,6 +170,15 @@ where
     F: Fn(Request<ReqBody>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
 {
+    let l = &cfg.limits;
+    info!(
+        max_connections = l.max_connections,
+        max_streams = l.max_streams,
+        header_timeout_ms = l.header_timeout.as_millis() as u64,
+        body_timeout_ms = l.body_timeout.as_millis() as u64,
+        idle_timeout_ms = l.idle_timeout.as_millis() as u64,
+        "connection limits"
+    );
     let conns = Arc::new(Semaphore::new(cfg.limits.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
     let shared = Arc::new(Shared {
