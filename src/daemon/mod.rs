@@ -312,9 +312,11 @@ impl Daemon {
         };
         if !new.same_restart_settings(&old) {
             warn!(
-                "listen addresses, TLS paths, public_url and metrics settings change only on \
-                 restart; keeping the running ones (certificates themselves reload on SIGHUP)"
+                "listen addresses, connection limits, TLS paths, public_url and metrics settings \
+                 change only on restart; keeping the running ones (certificates themselves \
+                 reload on SIGHUP)"
             );
+            new.conn = old.conn;
             new.listen = old.listen.clone();
             new.auth.tls_cert = old.auth.tls_cert.clone();
             new.auth.tls_key = old.auth.tls_key.clone();
