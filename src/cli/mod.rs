@@ -167,6 +167,25 @@ pub struct ServeArgs {
     /// SSE keep-alive comment interval on long streams.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub keepalive: Duration,
+    /// A request head (and a new connection's first one) must arrive within this; else the
+    /// connection is closed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub header_timeout: Duration,
+    /// A request body must arrive within this of its head; else 408 and the connection is closed.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub body_timeout: Duration,
+    /// A connection with no request in flight for this long is closed (the HTTP keep-alive
+    /// idle time; `--idle-timeout` is --upstream's).
+    #[arg(long, default_value = "120s", value_parser = parse_duration)]
+    pub http_idle_timeout: Duration,
+    /// Most connections open at once per listener; beyond it: 503 with Retry-After, and close
+    /// [default: 10000, or fewer to keep a quarter of `ulimit -n` (at most 1024) free].
+    #[arg(long, value_name = "N")]
+    pub max_connections: Option<usize>,
+    /// Most requests open at once per listener (HTTP/2 streams included), each until its
+    /// response ends, so SSE streams and long calls count; beyond it: 503 with Retry-After.
+    #[arg(long, default_value_t = 4096, value_name = "N")]
+    pub max_streams: usize,
     /// Run as a daemon from a TOML configuration file with named servers (src/config.rs);
     /// flags given explicitly override the file. SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
@@ -195,6 +214,17 @@ pub struct ServeArgs {
 impl ServeArgs {
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
+    }
+
+    /// The connection limits the flags give (every one has a default).
+    pub fn conn_limits(&self) -> crate::face::accept::ConnLimits {
+        crate::face::accept::ConnLimits::new(
+            self.header_timeout,
+            self.body_timeout,
+            self.http_idle_timeout,
+            self.max_connections,
+            self.max_streams,
+        )
     }
 }
 

@@ -204,6 +204,11 @@ impl std::fmt::Debug for Headers {
 impl TryFrom<ServerTable> for ServerFile {
     type Error = String;
     fn try_from(t: ServerTable) -> Result<Self, String> {
+        if let Some(k) = t.limits.listener_key() {
+            return Err(format!(
+                "`{k}` limits a listener's connections: set it in the global [limits] table"
+            ));
+        }
         let set = |keys: &[(&'static str, bool)]| keys.iter().find(|(_, s)| *s).map(|(k, _)| *k);
         let child_keys = [
             ("args", t.args.is_some()),
@@ -312,6 +317,16 @@ pub struct Limits {
     pub stdin_grace: Option<Dur>,
     pub term_grace: Option<Dur>,
     pub keepalive: Option<Dur>,
+    /// Global only (each listener's connections): as `--header-timeout`.
+    pub header_timeout: Option<Dur>,
+    /// Global only: as `--body-timeout`.
+    pub body_timeout: Option<Dur>,
+    /// Global only: as `--http-idle-timeout` (`idle_timeout` of a url server is its remote's).
+    pub idle_timeout: Option<Dur>,
+    /// Global only: as `--max-connections`.
+    pub max_connections: Option<usize>,
+    /// Global only: as `--max-streams`.
+    pub max_streams: Option<usize>,
 }
 
 /// A duration: `"250ms"`, `"10s"`, `"5m"`, `"1h"`, or a number of seconds.
@@ -374,6 +389,38 @@ impl Limits {
             stdin_grace: self.stdin_grace.or(base.stdin_grace),
             term_grace: self.term_grace.or(base.term_grace),
             keepalive: self.keepalive.or(base.keepalive),
+            // Per listener, never per server (`ServerFile` refuses them).
+            header_timeout: base.header_timeout,
+            body_timeout: base.body_timeout,
+            idle_timeout: base.idle_timeout,
+            max_connections: base.max_connections,
+            max_streams: base.max_streams,
         }
+    }
+
+    /// The connection limits key set in this table, if any (they belong to the global one).
+    fn listener_key(&self) -> Option<&'static str> {
+        [
+            ("header_timeout", self.header_timeout.is_some()),
+            ("body_timeout", self.body_timeout.is_some()),
+            ("idle_timeout", self.idle_timeout.is_some()),
+            ("max_connections", self.max_connections.is_some()),
+            ("max_streams", self.max_streams.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, set)| *set)
+        .map(|(k, _)| k)
+    }
+
+    /// The connection limits, defaults filled in.
+    pub fn conn(&self) -> crate::face::accept::ConnLimits {
+        let d = crate::face::accept::ConnLimits::default();
+        crate::face::accept::ConnLimits::new(
+            self.header_timeout.map_or(d.header_timeout, |v| v.0),
+            self.body_timeout.map_or(d.body_timeout, |v| v.0),
+            self.idle_timeout.map_or(d.idle_timeout, |v| v.0),
+            Some(self.max_connections.unwrap_or(d.max_connections)),
+            self.max_streams.unwrap_or(d.max_streams),
+        )
     }
 }

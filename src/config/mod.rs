@@ -27,6 +27,7 @@ use std::time::Duration;
 use crate::auth::{AuthArgs, AuthMode};
 use crate::cli::remote::{self, Naming};
 use crate::cli::{Isolation, ServeArgs};
+use crate::face::accept::ConnLimits;
 use crate::face::http::HttpConfig;
 use crate::upstream::child::ChildConfig;
 use crate::upstream::remote::RemoteConfig;
@@ -174,6 +175,8 @@ pub struct Plan {
     pub metrics_on_main: bool,
     /// The SIGTERM drain.
     pub shutdown_grace: Duration,
+    /// What each listener's connections may cost.
+    pub conn: ConnLimits,
     pub default_server: Option<String>,
     /// Sorted by name.
     pub servers: Vec<ServerSpec>,
@@ -294,6 +297,7 @@ impl Plan {
             metrics_listen: args.metrics_listen,
             metrics_on_main: args.metrics_on_main,
             shutdown_grace: args.shutdown_grace,
+            conn: args.conn_limits(),
             default_server: None,
             servers: vec![ServerSpec {
                 name: args.name.clone(),
@@ -319,6 +323,7 @@ impl Plan {
             && self.public_url == other.public_url
             && self.metrics_listen == other.metrics_listen
             && self.metrics_on_main == other.metrics_on_main
+            && self.conn == other.conn
     }
 }
 
@@ -582,6 +587,7 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         metrics_listen,
         metrics_on_main,
         shutdown_grace: Resolved::from(global).shutdown_grace,
+        conn: global.conn(),
         default_server,
         servers,
         solo: false,
@@ -695,6 +701,23 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
         plan.public_url = a.resource_url.clone();
     }
     given!(plan <- args: shutdown_grace, metrics_listen, metrics_on_main);
+    let c = &mut plan.conn;
+    let flags = args.conn_limits();
+    if g("header_timeout") {
+        c.header_timeout = flags.header_timeout;
+    }
+    if g("body_timeout") {
+        c.body_timeout = flags.body_timeout;
+    }
+    if g("http_idle_timeout") {
+        c.idle_timeout = flags.idle_timeout;
+    }
+    if g("max_connections") {
+        c.max_connections = flags.max_connections;
+    }
+    if g("max_streams") {
+        c.max_streams = flags.max_streams;
+    }
     for s in &mut plan.servers {
         let l = &mut s.limits;
         given!(l <- args: call_timeout, start_wait, probe_timeout, session_timeout);

@@ -166,16 +166,17 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         Ok(rt) => rt,
         Err(code) => return code,
     };
+    let metrics = Arc::new(Metrics::new());
     let d = Daemon {
         sources,
         args,
         given,
         security: Mutex::new(Arc::new(security)),
-        metrics: Arc::new(Metrics::new()),
+        metrics: metrics.clone(),
         bound: Vec::new(),
         loopback: true,
         plan: Mutex::new(plan),
-        router: Router::new(Routes::default()),
+        router: Router::new(Routes::default(), metrics),
         drains: TaskTracker::new(),
         hurry: CancellationToken::new(),
     };
@@ -311,9 +312,11 @@ impl Daemon {
         };
         if !new.same_restart_settings(&old) {
             warn!(
-                "listen addresses, TLS paths, public_url and metrics settings change only on \
-                 restart; keeping the running ones (certificates themselves reload on SIGHUP)"
+                "listen addresses, connection limits, TLS paths, public_url and metrics settings \
+                 change only on restart; keeping the running ones (certificates themselves \
+                 reload on SIGHUP)"
             );
+            new.conn = old.conn;
             new.listen = old.listen.clone();
             new.auth.tls_cert = old.auth.tls_cert.clone();
             new.auth.tls_key = old.auth.tls_key.clone();
@@ -548,13 +551,17 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
             Some(one) => info!("listening on {scheme}://{local}{}", one.path),
             None => info!("listening on {scheme}://{local}/ (named servers under /servers/)"),
         }
+        let cfg = crate::face::accept::AcceptCfg {
+            tls: tls.clone(),
+            grace: plan.shutdown_grace,
+            metrics: d.metrics.clone(),
+            limits: plan.conn,
+        };
         loops.push(tokio::spawn(router::accept_loop(
             l,
             d.router.clone(),
-            tls.clone(),
+            cfg,
             stop_accepting.clone(),
-            plan.shutdown_grace,
-            d.metrics.clone(),
         )));
     }
     info!("servers: {}", router::describe(&d.router.current()));

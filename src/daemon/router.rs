@@ -4,7 +4,8 @@
 //! has one server that gets every request (`Routes::solo`). The route table
 //! is swapped atomically on reload; a request already routed keeps its app until it finishes
 //! (each app counts its requests, including response bodies still streaming, so a removed or
-//! replaced server can drain before its child stops).
+//! replaced server can drain before its child stops). The router's own answers (health, 404s
+//! off every server's path) are counted like the apps' ones.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -12,10 +13,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use ::http::{Request, Response, StatusCode, Uri};
+use ::http::{Method, Request, Response, StatusCode, Uri};
 use bytes::Bytes;
 use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -24,6 +24,7 @@ use tracing::{info, warn};
 
 use crate::auth::WELL_KNOWN;
 use crate::config::ServerSpec;
+use crate::face::accept::{self, AcceptCfg, ReqBody};
 use crate::face::http::{self, App, HttpConfig};
 use crate::face::respond::{self, status_only, Body};
 use crate::metrics::Metrics;
@@ -127,6 +128,7 @@ pub struct Routes {
 /// Picks the app for each request.
 pub struct Router {
     routes: RwLock<Arc<Routes>>,
+    metrics: Arc<Metrics>,
 }
 
 enum Pick {
@@ -137,9 +139,10 @@ enum Pick {
 }
 
 impl Router {
-    pub fn new(routes: Routes) -> Arc<Router> {
+    pub fn new(routes: Routes, metrics: Arc<Metrics>) -> Arc<Router> {
         Arc::new(Router {
             routes: RwLock::new(Arc::new(routes)),
+            metrics,
         })
     }
 
@@ -223,8 +226,9 @@ impl Router {
     }
 
     /// Answer one request.
-    pub async fn handle(&self, mut req: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
-        match self.pick(req.uri().path()) {
+    pub async fn handle(&self, mut req: Request<ReqBody>, peer: SocketAddr) -> Response<Body> {
+        let started = Instant::now();
+        let (route, resp) = match self.pick(req.uri().path()) {
             Pick::Server(rt, rewrite) => {
                 if let Some(p) = rewrite {
                     let pq = match req.uri().query() {
@@ -236,53 +240,62 @@ impl Router {
                     }
                 }
                 let guard = InFlight::enter(&rt.inflight);
+                // The app counts its own answers.
                 let resp = http::handle(rt.app.clone(), req, peer).await;
-                resp.map(|b| {
+                return resp.map(|b| {
                     b.map_frame(move |f| {
                         // The guard lives as long as the body: a streaming answer counts.
                         let _held = &guard;
                         f
                     })
                     .boxed_unsync()
-                })
+                });
             }
-            Pick::Health(false) => {
-                respond::json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"))
-            }
-            Pick::Health(true) => {
-                let routes = self.current();
-                let down: Vec<&str> = routes
-                    .servers
-                    .values()
-                    .filter(|s| !s.app.upstream.is_ready())
-                    .map(|s| s.name())
-                    .collect();
-                if down.is_empty() {
-                    respond::json(
-                        StatusCode::OK,
-                        Bytes::from_static(b"{\"status\":\"ready\"}"),
-                    )
-                } else {
-                    let body = json!({"status": "not ready", "down": down}).to_string();
-                    respond::json(StatusCode::SERVICE_UNAVAILABLE, Bytes::from(body))
-                }
-            }
-            Pick::NotFound => status_only(StatusCode::NOT_FOUND),
+            Pick::Health(ready) => ("health", self.health(ready)),
+            Pick::NotFound => ("other", status_only(StatusCode::NOT_FOUND)),
+        };
+        let method: &Method = req.method();
+        self.metrics
+            .http_response(route, method.as_str(), resp.status().as_u16());
+        self.metrics
+            .http_duration(route, method.as_str(), started.elapsed().as_secs_f64());
+        resp
+    }
+
+    /// `/healthz` (`ready` false: the process answers) or `/readyz` (every server's upstream
+    /// is ready).
+    fn health(&self, ready: bool) -> Response<Body> {
+        if !ready {
+            return respond::json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"));
+        }
+        let routes = self.current();
+        let down: Vec<&str> = routes
+            .servers
+            .values()
+            .filter(|s| !s.app.upstream.is_ready())
+            .map(|s| s.name())
+            .collect();
+        if down.is_empty() {
+            respond::json(
+                StatusCode::OK,
+                Bytes::from_static(b"{\"status\":\"ready\"}"),
+            )
+        } else {
+            let body = json!({"status": "not ready", "down": down}).to_string();
+            respond::json(StatusCode::SERVICE_UNAVAILABLE, Bytes::from(body))
         }
     }
 }
 
-/// Accept connections on `listener` until `stopping` is cancelled, then let open connections
-/// finish for up to `grace`.
+/// Accept connections on `listener` (bounded by `cfg.limits`) until `stopping` is
+/// cancelled, then let open connections finish for up to `cfg.grace`.
 pub async fn accept_loop(
     listener: TcpListener,
     router: Arc<Router>,
-    tls: Option<Arc<crate::auth::tls::Tls>>,
+    cfg: AcceptCfg,
     stopping: CancellationToken,
-    grace: Duration,
-    metrics: Arc<Metrics>,
 ) {
-    let drained = http::accept_loop(listener, tls, stopping, grace, metrics, move |req, peer| {
+    let drained = accept::accept_loop(listener, cfg, stopping, move |req, peer| {
         let r = router.clone();
         async move { r.handle(req, peer).await }
     })

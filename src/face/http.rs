@@ -1,8 +1,8 @@
-//! The Streamable HTTP face's front door: accepts connections (TLS, HTTP/1.1 and HTTP/2),
-//! guards them (Host, Origin), authenticates, and routes each request: the MCP endpoint by
-//! method (POST to `post`, GET and DELETE to the 2025 session endpoints in `session_http`),
-//! health, and `/metrics` when it shares the listener. It also counts the answers hyper writes
-//! on its own, and sweeps idle sessions.
+//! The Streamable HTTP face's front door for one app: guards each request (Host, Origin),
+//! authenticates, and routes it: the MCP endpoint by method (POST to `post`, GET and DELETE to
+//! the 2025 session endpoints in `session_http`), health, and `/metrics` when it shares the
+//! listener. It also sweeps idle sessions. Connections (TLS, HTTP/1.1 and HTTP/2, their limits)
+//! are `accept`'s: it hands requests here through the daemon's router.
 //!
 //! It is the top of the face's module tree: it reaches down to the handlers and the state,
 //! and nothing in the face reaches up to it. `App` and `HttpConfig` live in `state` and are
@@ -14,117 +14,21 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
 use serde_json::json;
-use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn, Instrument};
+use tracing::{info, Instrument};
 
 use crate::auth::http as auth;
+use crate::face::accept::ReqBody;
 use crate::face::metrics_http;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::session_http::{delete, get_stream};
 use crate::jsonrpc::code;
-use crate::metrics::Metrics;
 
 pub use crate::face::state::{App, HttpConfig};
 
 const ROUTE_MCP: &str = "mcp";
 const ROUTE_HEALTH: &str = "health";
 const ROUTE_OTHER: &str = "other";
-
-/// Serve connections from `listener` until `stopping` is cancelled, then drain in-flight
-/// requests for up to `grace` before returning.
-pub async fn serve(listener: TcpListener, app: Arc<App>, grace: Duration) {
-    spawn_sweeper(&app);
-    let (tls, stopping) = (app.cfg.tls.clone(), app.stopping.clone());
-    let a = app.clone();
-    let metrics = app.metrics.clone();
-    let drained = accept_loop(listener, tls, stopping, grace, metrics, move |req, peer| {
-        handle(a.clone(), req, peer)
-    })
-    .await;
-    if !drained {
-        warn!("shutdown grace period over; cancelling remaining calls");
-    }
-    app.sessions.close_all();
-}
-
-/// Accept connections on `listener` (TLS when `tls` is set; HTTP/1.1 and HTTP/2) and answer
-/// each request with `handler` until `stopping` is cancelled; then let open connections finish
-/// for up to `grace`. True when they all finished in time. Shared by `serve` and the daemon.
-/// Answers written below `handler` (hyper's own, see [`metrics_http::hyper_answer`]) are counted in `metrics`.
-pub async fn accept_loop<F, Fut>(
-    listener: TcpListener,
-    tls: Option<Arc<crate::auth::tls::Tls>>,
-    stopping: CancellationToken,
-    grace: Duration,
-    metrics: Arc<Metrics>,
-    handler: F,
-) -> bool
-where
-    F: Fn(Request<Incoming>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
-    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
-{
-    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
-    loop {
-        let (stream, peer) = tokio::select! {
-            r = listener.accept() => match r {
-                Ok(x) => x,
-                Err(e) => {
-                    warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-            _ = stopping.cancelled() => break,
-        };
-        let _ = stream.set_nodelay(true);
-        let h = handler.clone();
-        let svc = hyper::service::service_fn(move |req| {
-            let fut = h(req, peer);
-            async move { Ok::<_, std::convert::Infallible>(fut.await) }
-        });
-        let (builder, watcher) = (builder.clone(), graceful.watcher());
-        let metrics = metrics.clone();
-        match tls.clone() {
-            Some(tls) => {
-                tokio::spawn(async move {
-                    let Some(stream) = tls.accept(stream).await else {
-                        return;
-                    };
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        connection_failed(&metrics, &*e);
-                    }
-                });
-            }
-            None => {
-                tokio::spawn(async move {
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), svc);
-                    if let Err(e) = watcher.watch(conn.into_owned()).await {
-                        connection_failed(&metrics, &*e);
-                    }
-                });
-            }
-        }
-    }
-    drop(listener);
-    tokio::select! {
-        _ = graceful.shutdown() => { info!("all connections drained"); true }
-        _ = tokio::time::sleep(grace) => false,
-    }
-}
-
-/// A connection ended in an error: count the answer hyper wrote on it itself, if it wrote one.
-fn connection_failed(metrics: &Metrics, e: &(dyn std::error::Error + 'static)) {
-    if let Some(status) = metrics_http::hyper_answer(e) {
-        metrics.http_connection_response(status);
-    }
-    debug!("connection ended: {e}");
-}
 
 /// Expire idle 2025 sessions and abandoned parked calls until `app.stopping` is cancelled.
 pub fn spawn_sweeper(app: &Arc<App>) {
@@ -152,11 +56,7 @@ pub fn spawn_sweeper(app: &Arc<App>) {
 
 /// Answer one request for `app` (whose `cfg.path` is the MCP endpoint); public so that a
 /// router in front of several apps (`daemon::router`) can hand requests over.
-pub async fn handle(
-    app: Arc<App>,
-    mut req: Request<Incoming>,
-    _peer: SocketAddr,
-) -> Response<Body> {
+pub async fn handle(app: Arc<App>, mut req: Request<ReqBody>, _peer: SocketAddr) -> Response<Body> {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
@@ -204,6 +104,7 @@ pub async fn handle(
             | StatusCode::UNAUTHORIZED
             | StatusCode::UNSUPPORTED_MEDIA_TYPE
             | StatusCode::NOT_ACCEPTABLE
+            | StatusCode::REQUEST_TIMEOUT
     ) {
         // Answered without reading the whole body: the connection cannot be reused.
         resp.headers_mut()
@@ -315,7 +216,7 @@ pub fn origin_allowed(cfg: &HttpConfig, origin: &str) -> bool {
 }
 
 /// The MCP endpoint, by method.
-async fn mcp(app: &Arc<App>, req: Request<Incoming>, arrived: Instant) -> Response<Body> {
+async fn mcp(app: &Arc<App>, req: Request<ReqBody>, arrived: Instant) -> Response<Body> {
     match *req.method() {
         Method::POST => crate::face::post::post(app, req, arrived).await,
         Method::GET => get_stream(app, req.headers()).await,

@@ -1,16 +1,19 @@
 //! Faces: where the peer that asks connects: the Streamable HTTP server face (`http` and the
 //! modules under it) and the host's stdio face of `connect` (`stdio`).
 //!
-//! The HTTP face's modules point one way: `http` (listener, guards, routing) → `post` (POST
+//! The HTTP face's modules point one way: `http` (guards, routing) → `post` (POST
 //! classification) → `modern` / `session_http` (2026 stateless, 2025 sessions) → `rounds`,
 //! `listen` (era translation) → `run` (a call for a POST) → `state` (`App`, `HttpConfig`) →
-//! `session` (2025 session state) → `respond` (JSON or SSE). `observe` (per-message counts)
+//! `session` (2025 session state) → `respond` (JSON or SSE). `accept` (connections and what
+//! they may cost) hands each request to a handler closure, so it knows no route; the handlers
+//! know only its request body type. `observe` (per-message counts)
 //! and `metrics_http` (the `/metrics` listener) hang off that chain the same way; nothing
 //! below points back up.
 //!
 //! The face calls auth's hook, never the other way round: the HTTP face's configuration is
 //! handed to `crate::auth` through the [`crate::auth::Endpoint`] trait implemented here.
 
+pub mod accept;
 pub mod http;
 pub mod listen;
 pub mod metrics_http;

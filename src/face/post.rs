@@ -13,10 +13,10 @@ use std::time::Instant;
 use bytes::Bytes;
 use http::{header, HeaderMap, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Limited};
-use hyper::body::Incoming;
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use crate::face::accept::{BodyTimeout, ReqBody};
 use crate::face::observe::{self, answered};
 use crate::face::respond::{rpc_error, Body};
 use crate::face::run::{accepts, header_str, PostCtx};
@@ -26,7 +26,7 @@ use crate::jsonrpc::{self, code, Envelope, Kind};
 use crate::protocol;
 
 /// Answer one POST.
-pub async fn post(app: &Arc<App>, req: Request<Incoming>, arrived: Instant) -> Response<Body> {
+pub async fn post(app: &Arc<App>, req: Request<ReqBody>, arrived: Instant) -> Response<Body> {
     let (parts, body) = req.into_parts();
     let h = parts.headers;
     let (accept_json, accept_sse) = match check_head(&h) {
@@ -93,8 +93,9 @@ fn check_head(h: &HeaderMap) -> Result<(bool, bool), Response<Body>> {
     Ok((accept_json, accept_sse))
 }
 
-/// The whole body, refused (413) when it exceeds `max_body`.
-async fn read_body(app: &App, body: Incoming) -> Result<Bytes, Response<Body>> {
+/// The whole body, refused (413) when it exceeds `max_body`, 408 when it does not arrive
+/// within `--body-timeout` (the connection is then closed: see `http::handle`).
+async fn read_body(app: &App, body: ReqBody) -> Result<Bytes, Response<Body>> {
     match Limited::new(body, app.cfg.max_body).collect().await {
         Ok(b) => Ok(b.to_bytes()),
         Err(e) => {
@@ -106,6 +107,15 @@ async fn read_body(app: &App, body: Incoming) -> Result<Bytes, Response<Body>> {
                     None,
                     code::INVALID_REQUEST,
                     &format!("request body exceeds {} bytes", app.cfg.max_body),
+                    None,
+                ));
+            }
+            if e.downcast_ref::<BodyTimeout>().is_some() {
+                return Err(rpc_error(
+                    StatusCode::REQUEST_TIMEOUT,
+                    None,
+                    code::INVALID_REQUEST,
+                    "the request body did not arrive in time",
                     None,
                 ));
             }

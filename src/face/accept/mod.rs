@@ -1,0 +1,449 @@
+//! The bounded accept loop every HTTP listener of the bridge runs (plain `serve` and the
+//! daemon's named servers alike): it owns what a connection may cost before any route sees a
+//! request. A cap on connections (a semaphore around accept; beyond it a short `503` with
+//! `Retry-After`), a cap on requests open at once (HTTP/1 requests and HTTP/2 streams, held
+//! until their response body ends, so long calls and SSE streams count), the clocks of
+//! [`watch`] (header, idle), the body deadline of [`body`], HTTP/2's own limits, and the
+//! counting of every answer written here or by hyper below the handler.
+//!
+//! It is shaped as one function taking the request handler as a closure so that the listener
+//! knows nothing of routes or apps: the daemon's router is the only handler today.
+
+mod body;
+mod watch;
+
+pub use body::{BodyTimeout, ReqBody};
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{header, HeaderValue, Request, Response, StatusCode, Version};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::auth::tls::Tls;
+use crate::face::metrics_http;
+use crate::face::respond::{status_only, Body};
+use crate::metrics::Metrics;
+use watch::{ConnState, Expired, Stream, Watched};
+
+/// The `route` label of a connection refused at `--max-connections`.
+pub const ROUTE_CONNECTION_CAP: &str = "connection_cap";
+/// The `route` label of a request refused at `--max-streams`.
+pub const ROUTE_STREAM_CAP: &str = "stream_cap";
+
+/// An HTTP/2 request head larger than this (RFC 7541 size: names, values, 32 per field) gets a
+/// counted 431 from the bridge, as HTTP/1 heads over hyper's limits do. hyper's HTTP/1 head
+/// limit is ~400 KB and 100 fields; 64 KiB is already far beyond any MCP request's headers.
+const H2_HEADER_LIST: usize = 64 << 10;
+/// The same field-count limit as hyper's HTTP/1 parser.
+const H2_MAX_FIELDS: usize = 100;
+/// Advertised to HTTP/2 peers (`SETTINGS_MAX_HEADER_LIST_SIZE`): the hard bound, above which
+/// the h2 library refuses a head itself (its 431 cannot be seen, so it is not counted).
+const H2_HARD_HEADER_LIST: u32 = 128 << 10;
+/// Streams per HTTP/2 connection (hyper's default is 200): `--max-streams` bounds the total.
+const H2_STREAMS_PER_CONNECTION: u32 = 100;
+/// Streams a client may open and reset before the bridge accepts them (the "rapid reset"
+/// flood, CVE-2023-44487), and streams the bridge may reset for the client's errors, before
+/// the connection is closed: hyper's defaults (20, 1024) are for web servers; an MCP client
+/// resets few streams.
+const H2_PENDING_RESETS: usize = 20;
+const H2_LOCAL_ERROR_RESETS: usize = 256;
+/// Refusals at the connection cap being written at once; beyond it a refused connection is
+/// closed without a word (the refusal must stay cheaper than what it protects).
+const REFUSALS_AT_ONCE: usize = 64;
+/// How long a refusal, or a connection its clock closed, may take to finish writing.
+const CLOSE_GRACE: Duration = Duration::from_secs(1);
+
+/// What a connection may cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// A request head (and a new connection's first one) must arrive within this.
+    pub header_timeout: Duration,
+    /// A request body must arrive within this of its head.
+    pub body_timeout: Duration,
+    /// A connection with no request in flight for this long is closed.
+    pub idle_timeout: Duration,
+    /// Connections open at once on one listener.
+    pub max_connections: usize,
+    /// Requests (HTTP/1 requests, HTTP/2 streams) open at once on one listener, each until its
+    /// response body ends.
+    pub max_streams: usize,
+}
+
+impl Default for ConnLimits {
+    /// Header reads of 10 s are generous for any client on any network (a head is one packet)
+    /// while making a slow-head attack hold each socket briefly; a 30 s body deadline lets
+    /// the default 16 MiB body through at ~550 KB/s; 120 s idle keeps a quiet client's
+    /// connection across pauses between calls, as common proxies do (nginx 75 s, ALBs 60 s, so
+    /// the proxy closes first). 4096 open streams are far more SSE streams and long calls than
+    /// one child serves well; connections: see [`auto_max_connections`].
+    fn default() -> Self {
+        ConnLimits {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+            max_connections: auto_max_connections(),
+            max_streams: 4096,
+        }
+    }
+}
+
+/// The floor of each timeout: zero would close every connection at once.
+const MIN_TIMEOUT: Duration = Duration::from_millis(100);
+
+impl ConnLimits {
+    /// From the settings as given: timeouts of at least 100 ms, caps of at least 1 (and at most
+    /// what a semaphore holds), and
+    /// `max_connections` (when not given) from [`auto_max_connections`].
+    pub fn new(
+        header_timeout: Duration,
+        body_timeout: Duration,
+        idle_timeout: Duration,
+        max_connections: Option<usize>,
+        max_streams: usize,
+    ) -> Self {
+        ConnLimits {
+            header_timeout: header_timeout.max(MIN_TIMEOUT),
+            body_timeout: body_timeout.max(MIN_TIMEOUT),
+            idle_timeout: idle_timeout.max(MIN_TIMEOUT),
+            // A semaphore holds at most MAX_PERMITS (2^61 - 1): beyond is the same as no cap.
+            max_connections: max_connections
+                .unwrap_or_else(auto_max_connections)
+                .clamp(1, Semaphore::MAX_PERMITS),
+            max_streams: max_streams.clamp(1, Semaphore::MAX_PERMITS),
+        }
+    }
+}
+
+/// 10000 connections, or fewer so that a quarter of the open-file limit (at most 1024
+/// descriptors) stays free for children's pipes, the metrics listener and log files: running out
+/// of descriptors breaks everything at once, a connection cap refuses only newcomers.
+pub fn auto_max_connections() -> usize {
+    use nix::sys::resource::{getrlimit, Resource};
+    let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+    let soft = usize::try_from(soft).unwrap_or(usize::MAX);
+    let reserve = (soft / 4).min(1024);
+    soft.saturating_sub(reserve).clamp(16, 10_000)
+}
+
+/// Everything a listener's loop needs besides the listener and the handler.
+#[derive(Clone)]
+pub struct AcceptCfg {
+    /// TLS on every connection, when set.
+    pub tls: Option<Arc<Tls>>,
+    /// After `stopping`: how long open connections may finish.
+    pub grace: Duration,
+    pub metrics: Arc<Metrics>,
+    pub limits: ConnLimits,
+}
+
+/// What every connection task of one listener shares.
+struct Shared {
+    cfg: AcceptCfg,
+    builder: Builder<TokioExecutor>,
+    streams: Arc<Semaphore>,
+    stopping: CancellationToken,
+}
+
+/// Accept connections on `listener` and answer each request with `handler` until `stopping`
+/// is cancelled; then let open connections finish for up to `cfg.grace`. True when they all
+/// finished in time.
+pub async fn accept_loop<F, Fut>(
+    listener: TcpListener,
+    cfg: AcceptCfg,
+    stopping: CancellationToken,
+    handler: F,
+) -> bool
+where
+    F: Fn(Request<ReqBody>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
+{
+    let l = &cfg.limits;
+    info!(
+        max_connections = l.max_connections,
+        max_streams = l.max_streams,
+        header_timeout_ms = l.header_timeout.as_millis() as u64,
+        body_timeout_ms = l.body_timeout.as_millis() as u64,
+        idle_timeout_ms = l.idle_timeout.as_millis() as u64,
+        "connection limits"
+    );
+    let conns = Arc::new(Semaphore::new(cfg.limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    let shared = Arc::new(Shared {
+        builder: builder(&cfg.limits),
+        streams: Arc::new(Semaphore::new(cfg.limits.max_streams)),
+        stopping: stopping.clone(),
+        cfg,
+    });
+    let tracker = TaskTracker::new();
+    loop {
+        let (stream, peer) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors, mostly: wait for some to be freed.
+                    warn!("accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            _ = stopping.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let Ok(permit) = conns.clone().try_acquire_owned() else {
+            refuse(stream, &shared, &refusals, &tracker);
+            continue;
+        };
+        tracker.spawn(serve_one(
+            stream,
+            peer,
+            shared.clone(),
+            handler.clone(),
+            permit,
+        ));
+    }
+    drop(listener);
+    tracker.close();
+    match tokio::time::timeout(shared.cfg.grace, tracker.wait()).await {
+        Ok(()) => {
+            info!("all connections drained");
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+fn builder(l: &ConnLimits) -> Builder<TokioExecutor> {
+    let mut b = Builder::new(TokioExecutor::new());
+    b.http1().timer(TokioTimer::new());
+    let per_conn = u32::try_from(l.max_streams)
+        .unwrap_or(u32::MAX)
+        .clamp(1, H2_STREAMS_PER_CONNECTION);
+    b.http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(per_conn)
+        .max_header_list_size(H2_HARD_HEADER_LIST)
+        .max_pending_accept_reset_streams(H2_PENDING_RESETS)
+        .max_local_error_reset_streams(H2_LOCAL_ERROR_RESETS);
+    b
+}
+
+/// Beyond the connection cap: a plain `503` with `Retry-After` once the request head is in
+/// (or, past the refusals in progress or after `header_timeout` capped at 2 s, just a close),
+/// counted. On TLS listeners the 503 goes inside a handshake.
+fn refuse(
+    stream: TcpStream,
+    shared: &Arc<Shared>,
+    refusals: &Arc<Semaphore>,
+    tracker: &TaskTracker,
+) {
+    let Ok(permit) = refusals.clone().try_acquire_owned() else {
+        debug!("connection cap reached and refusals busy; closing a new connection");
+        return;
+    };
+    let shared = shared.clone();
+    tracker.spawn(async move {
+        let _permit = permit;
+        const REFUSAL: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\n\
+            Content-Type: text/plain\r\nContent-Length: 28\r\nConnection: close\r\n\r\n\
+            too many connections; retry";
+        let bound = shared.cfg.limits.header_timeout.min(CLOSE_GRACE * 2);
+        let wrote = tokio::time::timeout(bound, async {
+            let s = match &shared.cfg.tls {
+                None => Stream::Plain(stream),
+                Some(tls) => Stream::Tls(Box::new(tls.accept(stream).await?)),
+            };
+            write_and_close(s, REFUSAL).await
+        })
+        .await;
+        if let Ok(Some(())) = wrote {
+            shared
+                .cfg
+                .metrics
+                .http_response(ROUTE_CONNECTION_CAP, "other", 503);
+        }
+    });
+}
+
+/// Wait for the client's request head (an answer before the request is, to an HTTP client,
+/// a protocol error), write `msg`, end the write side, and read what the client still sends
+/// until it closes (so that the close does not reset the connection before the client read the
+/// answer). None when the client sent nothing or the write failed.
+async fn write_and_close(s: Stream, msg: &[u8]) -> Option<()> {
+    let mut ws = Watched::new(s, ConnState::new());
+    let mut head = Vec::new();
+    let mut buf = [0u8; 2048];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
+        match ws.read(&mut buf).await {
+            Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+            _ => break,
+        }
+    }
+    if head.is_empty() {
+        return None;
+    }
+    ws.write_all(msg).await.ok()?;
+    ws.shutdown().await.ok()?;
+    let mut sink = [0u8; 1024];
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        while matches!(ws.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+    Some(())
+}
+
+/// One connection, from accept to close.
+async fn serve_one<F, Fut>(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    shared: Arc<Shared>,
+    handler: F,
+    _permit: OwnedSemaphorePermit,
+) where
+    F: Fn(Request<ReqBody>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
+{
+    let state = ConnState::new();
+    let limits = shared.cfg.limits;
+    let stream = match &shared.cfg.tls {
+        None => Stream::Plain(tcp),
+        Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(tcp)).await {
+            Ok(Some(s)) => Stream::Tls(Box::new(s)),
+            _ => return,
+        },
+    };
+    let svc = {
+        let (shared, state) = (shared.clone(), state.clone());
+        hyper::service::service_fn(move |req: Request<Incoming>| {
+            let fut = answer(&shared, &state, req, peer, handler.clone());
+            async move { Ok::<_, Infallible>(fut.await) }
+        })
+    };
+    let io = TokioIo::new(Watched::new(stream, state.clone()));
+    let conn = shared.builder.serve_connection_with_upgrades(io, svc);
+    tokio::pin!(conn);
+    let mut stopping_seen = false;
+    let mut closing: Option<Instant> = None;
+    loop {
+        let wake = match closing {
+            Some(at) => Some(at + CLOSE_GRACE),
+            None => state.deadline(&limits).map(|(at, _)| at),
+        };
+        tokio::select! {
+            r = conn.as_mut() => {
+                if let Err(e) = r {
+                    connection_failed(&shared.cfg.metrics, &*e);
+                }
+                return;
+            }
+            _ = shared.stopping.cancelled(), if !stopping_seen => {
+                stopping_seen = true;
+                conn.as_mut().graceful_shutdown();
+            }
+            _ = state.changed.notified() => {}
+            _ = sleep_until(wake) => {
+                if closing.is_some() {
+                    return;
+                }
+                if let Some((at, why)) = state.deadline(&limits) {
+                    if at <= Instant::now() {
+                        debug!(%peer, ?why, "closing a connection at its timeout");
+                        if why == Expired::Header {
+                            // Mid-head there is nothing to finish: close now.
+                            return;
+                        }
+                        // Idle: HTTP/2 peers get a GOAWAY first.
+                        conn.as_mut().graceful_shutdown();
+                        closing = Some(Instant::now());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// One request: the HTTP/2 head check, the stream cap, the body deadline, then the handler;
+/// the response body carries the guards, so the request counts until its body ends.
+fn answer<F, Fut>(
+    shared: &Arc<Shared>,
+    state: &Arc<ConnState>,
+    req: Request<Incoming>,
+    peer: SocketAddr,
+    handler: F,
+) -> impl std::future::Future<Output = Response<Body>> + Send + 'static
+where
+    F: Fn(Request<ReqBody>, SocketAddr) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
+{
+    let busy = state.enter();
+    let early = if req.version() == Version::HTTP_2 && h2_head_too_large(&req) {
+        shared.cfg.metrics.http_connection_response(431);
+        Err(status_only(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE))
+    } else {
+        match shared.streams.clone().try_acquire_owned() {
+            Ok(p) => Ok(p),
+            Err(_) => {
+                let m = req.method().as_str();
+                shared.cfg.metrics.http_response(ROUTE_STREAM_CAP, m, 503);
+                let mut r = status_only(StatusCode::SERVICE_UNAVAILABLE);
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                Err(r)
+            }
+        }
+    };
+    let body_timeout = shared.cfg.limits.body_timeout;
+    async move {
+        let permit = match early {
+            Ok(p) => p,
+            Err(r) => return r,
+        };
+        let req = req.map(|b| ReqBody::new(b, body_timeout));
+        let resp = handler(req, peer).await;
+        resp.map(|b| {
+            b.map_frame(move |f| {
+                // Held as long as the body: a streaming answer is an open request.
+                let _held = (&busy, &permit);
+                f
+            })
+            .boxed_unsync()
+        })
+    }
+}
+
+/// An HTTP/2 head over the limits HTTP/1 heads have (field count, size).
+fn h2_head_too_large<B>(req: &Request<B>) -> bool {
+    let h = req.headers();
+    if h.len() > H2_MAX_FIELDS {
+        return true;
+    }
+    let fields: usize = h.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
+    fields + req.uri().to_string().len() > H2_HEADER_LIST
+}
+
+/// A connection ended in an error: count the answer hyper wrote on it itself, if it wrote one.
+fn connection_failed(metrics: &Metrics, e: &(dyn std::error::Error + 'static)) {
+    if let Some(status) = metrics_http::hyper_answer(e) {
+        metrics.http_connection_response(status);
+    }
+    debug!("connection ended: {e}");
+}
