@@ -12,16 +12,13 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod common;
-mod daemon_support;
+mod support;
 
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::*;
-use daemon_support::*;
 use serde_json::json;
+use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -330,11 +327,11 @@ async fn config_limits_apply_and_bad_keys_are_78() {
 
     let check = |name: &str, text: &str| {
         let p = write(dir.path(), name, text);
-        let out = Command::new(bin())
-            .arg("check-config")
+        let out = Bridge::builder()
+            .no_log_level()
+            .sub(["check-config"])
             .arg(&p)
-            .output()
-            .unwrap();
+            .run(Duration::from_secs(30));
         (
             p,
             out.status.code(),
