@@ -5,15 +5,14 @@ use std::sync::Arc;
 
 use serde_json::value::RawValue;
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::oneshot;
 use tracing::{debug, info};
 
 use super::{
-    client_caps, internal_error, lock, refused, url_required_for_modern, Face, ParkCtx, Running,
-    Who, PRINCIPAL,
+    client_caps, internal_error, lock, refused, url_required_for_modern, Face, ParkCtx, Stop, Who,
+    PRINCIPAL,
 };
-use crate::call::{Call, CallEvent, Outcome, EVENT_QUEUE};
+use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
 use crate::era::mrtr::{self, Parked};
 use crate::face::respond::input_required_result;
 use crate::face::rounds::MAX_ROUNDS;
@@ -24,14 +23,8 @@ use crate::protocol::Era;
 impl Face {
     /// Run one call: forward its events while it runs, then its answer (or nothing, if the
     /// host cancelled it).
-    pub(super) async fn run_call(
-        self: Arc<Self>,
-        t: Tracked,
-        id: String,
-        call: Call,
-        token: CancellationToken,
-    ) {
-        let outcome = self.drive(&id, call, &token).await;
+    pub(super) async fn run_call(self: Arc<Self>, t: Tracked, id: String, call: Call, stop: Stop) {
+        let outcome = self.drive(&id, call, &stop).await;
         lock(&self.inflight).remove(&id);
         if let Some(o) = outcome {
             self.reply(t, &id, o).await;
@@ -42,27 +35,30 @@ impl Face {
         self: &Arc<Self>,
         id: &str,
         call: Call,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Option<Outcome> {
         let who = Who::of(&call.ctx);
         if who.modern {
             if call.method == "subscriptions/listen" {
-                return self.listen(id, call, token).await;
+                return self.listen(id, call, stop).await;
             }
             if let Some(level) = call.ctx.log_level {
-                if self.remote.era().await == Some(Era::Legacy) {
-                    self.remote.ensure_log_level(level).await;
+                if self.era().await == Some(Era::Legacy) {
+                    self.up.ensure_log_level(level).await;
                 }
             }
         } else if let Some(o) = self.legacy_host_local(&call).await {
             return Some(o);
         }
         if !mrtr::is_mrtr_method(&call.method) {
-            let r = self.start(call);
-            return self.follow(id, r, token, &who, None).await;
+            let h = match self.start(call).await {
+                Ok(h) => h,
+                Err(o) => return Some(o),
+            };
+            return self.follow(id, h, stop, &who, None).await;
         }
         if !who.modern {
-            return self.rounds(id, call, token).await;
+            return self.rounds(id, call, stop).await;
         }
         let state = call
             .params
@@ -70,10 +66,10 @@ impl Face {
             .and_then(Fields::parse)
             .and_then(|f| f.get("requestState").map(ToOwned::to_owned))
             .and_then(|s| serde_json::from_str::<String>(s.get()).ok());
-        let legacy_remote = self.remote.era().await == Some(Era::Legacy);
+        let legacy_remote = self.era().await == Some(Era::Legacy);
         match state {
             Some(state) if self.signer.is_ours(&state) => {
-                return self.resume(id, call, &state, token).await;
+                return self.resume(id, call, &state, stop).await;
             }
             // Nobody behind a 2025 remote can have minted it (serve answers the same); toward
             // a 2026 remote it is the remote's own, or another bridge's further on: untouched.
@@ -102,20 +98,12 @@ impl Face {
             park_id: None,
         };
         let caps = park.caps.clone();
-        let r = self.start(call);
-        let o = self.follow(id, r, token, &who, Some(park)).await;
+        let h = match self.start(call).await {
+            Ok(h) => h,
+            Err(o) => return Some(o),
+        };
+        let o = self.follow(id, h, stop, &who, Some(park)).await;
         o.map(|o| url_required_for_modern(o, caps.as_deref()))
-    }
-
-    /// Start a call at the remote in its own task.
-    pub(super) fn start(self: &Arc<Self>, call: Call) -> Running {
-        let (etx, events) = mpsc::channel(EVENT_QUEUE);
-        let remote = Arc::clone(&self.remote);
-        // Tracked, so that shutdown waits for the cancellations of dropped calls to go out.
-        let task = self
-            .tracker
-            .spawn(async move { remote.call(call, etx).await });
-        Running { events, task }
     }
 
     /// Forward a running call's events until its answer (None: the host cancelled it). With
@@ -123,8 +111,8 @@ impl Face {
     pub(super) async fn follow(
         self: &Arc<Self>,
         id: &str,
-        mut r: Running,
-        token: &CancellationToken,
+        mut r: CallHandle,
+        stop: &Stop,
         who: &Who,
         park: Option<ParkCtx>,
     ) -> Option<Outcome> {
@@ -136,15 +124,17 @@ impl Face {
         let outcome = loop {
             let step = tokio::select! {
                 biased;
-                _ = token.cancelled() => Step::Cancelled,
+                _ = stop.cancelled() => Step::Cancelled,
                 Some(ev) = r.events.recv() => Step::Event(ev),
-                o = &mut r.task => Step::Done(o.unwrap_or_else(|e| {
-                    refused(code::INTERNAL_ERROR, &format!("internal: {e}"))
+                o = &mut r.outcome => Step::Done(o.unwrap_or_else(|_| {
+                    refused(code::INTERNAL_ERROR, "internal: the call ended without an answer")
                 })),
             };
             match step {
                 Step::Cancelled => {
-                    debug!("request {id} cancelled by the host");
+                    debug!("request {id} stopped ({})", stop.why());
+                    // The handle counts the cancellation as it drops, if still pending.
+                    r.set_cancel_reason(stop.why());
                     return None;
                 }
                 Step::Done(o) => break o,
@@ -173,11 +163,11 @@ impl Face {
     /// `input_required` (Err gives the call back when nothing could be asked).
     pub(super) async fn try_park(
         self: &Arc<Self>,
-        mut r: Running,
+        mut r: CallHandle,
         p: &ParkCtx,
         who: &Who,
         first: (Box<RawValue>, String, Option<Box<RawValue>>),
-    ) -> Result<Outcome, Running> {
+    ) -> Result<Outcome, CallHandle> {
         let mut asked = vec![first];
         while let Ok(ev) = r.events.try_recv() {
             match ev {
@@ -241,10 +231,7 @@ impl Face {
         msg: &str,
     ) {
         let err = jsonrpc::raw(&jsonrpc::error_object(c, msg, None));
-        let remote = Arc::clone(&self.remote);
-        self.tracker.spawn(async move {
-            remote.respond(&remote_id, None, Some(&err)).await;
-        });
+        self.respond_upstream(&remote_id, None, Some(&err));
     }
 
     /// A 2026 host retries a parked call: its answers go to the remote under the remote's
@@ -254,7 +241,7 @@ impl Face {
         id: &str,
         call: Call,
         state: &str,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Option<Outcome> {
         let bad = |msg: String| Some(refused(code::INVALID_PARAMS, &msg));
         let params = call.params.as_deref();
@@ -281,7 +268,7 @@ impl Face {
         let mut still = Vec::new();
         for (key, rid, m, p) in parked.waiting.drain(..) {
             match answers.as_ref().and_then(|a| a.get(&key)) {
-                Some(v) => self.remote.respond(&rid, Some(v), None).await,
+                Some(v) => self.respond_upstream(&rid, Some(v), None),
                 None => still.push((key, rid, m, p)),
             }
         }
@@ -313,8 +300,7 @@ impl Face {
             return Some(Outcome::Result(jsonrpc::raw(&body)));
         }
         let who = Who::of(&call.ctx);
-        self.follow(id, parked.handle, token, &who, Some(park))
-            .await
+        self.follow(id, parked.handle, stop, &who, Some(park)).await
     }
 
     /// A 2025 host's call to a 2026 remote: `input_required` results become requests to the
@@ -323,7 +309,7 @@ impl Face {
         self: &Arc<Self>,
         id: &str,
         call: Call,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Option<Outcome> {
         let base: Value = call
             .params
@@ -332,12 +318,16 @@ impl Face {
             .unwrap_or_else(|| Value::Object(Default::default()));
         let mut params = call.params;
         for round in 0..=MAX_ROUNDS {
-            let r = self.start(Call {
+            let h = self.start(Call {
                 method: call.method.clone(),
                 params: params.take(),
                 ctx: call.ctx.clone(),
             });
-            let outcome = self.follow(id, r, token, &Who::default(), None).await?;
+            let h = match h.await {
+                Ok(h) => h,
+                Err(o) => return Some(o),
+            };
+            let outcome = self.follow(id, h, stop, &Who::default(), None).await?;
             let Outcome::Result(res) = &outcome else {
                 return Some(outcome);
             };
@@ -354,7 +344,7 @@ impl Face {
             }
             let state = f.get("requestState").map(ToOwned::to_owned);
             let answers = match f.get("inputRequests") {
-                Some(reqs) => match self.ask_host(reqs, token).await {
+                Some(reqs) => match self.ask_host(reqs, stop).await {
                     Ok(a) => a,
                     Err(o) => return o,
                 },
@@ -380,7 +370,7 @@ impl Face {
     pub(super) async fn ask_host(
         self: &Arc<Self>,
         reqs: &RawValue,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Result<serde_json::Map<String, Value>, Option<Outcome>> {
         let Some(reqs) = mrtr::input_requests(reqs) else {
             return Err(Some(internal_error(
@@ -423,7 +413,13 @@ impl Face {
             }
             let got = tokio::select! {
                 a = rx => a.ok(),
-                _ = token.cancelled() => None,
+                _ = stop.cancelled() => {
+                    // No call is pending while the host is asked: the face counts it.
+                    if let Some(cause) = cancel_cause(stop.why()) {
+                        self.obs.cancelled(cause);
+                    }
+                    None
+                }
             };
             lock(&self.input_waits).remove(&ours);
             match got {
