@@ -136,7 +136,7 @@ struct ParkCtx {
 }
 
 /// A host's answer to one of our input requests: its result, or its error.
-type HostAnswer = Result<Box<RawValue>, Box<RawValue>>;
+type HostAnswer = crate::era::rounds::Answer;
 
 /// Who a call's traffic goes to, and what it may receive.
 #[derive(Default)]
@@ -722,10 +722,6 @@ fn url_required_for_modern(o: Outcome, caps: Option<&RawValue>) -> Outcome {
         Some(Err(obj)) => Outcome::Error(jsonrpc::raw(&obj)),
         None => o,
     }
-}
-
-fn internal_error(msg: &str) -> Outcome {
-    refused(code::INTERNAL_ERROR, msg)
 }
 
 /// The face's own error for a request (counted as the bridge's).

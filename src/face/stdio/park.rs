@@ -3,19 +3,19 @@
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use serde_json::Value;
 use tokio::sync::oneshot;
 use tracing::{debug, info};
 
 use super::{
-    client_caps, internal_error, lock, refused, url_required_for_modern, Face, ParkCtx, Stop, Who,
-    PRINCIPAL,
+    client_caps, lock, refused, url_required_for_modern, Face, ParkCtx, Stop, Who, PRINCIPAL,
 };
 use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
 use crate::era::mrtr::{self, Parked};
+use crate::era::rounds::{self, RoundsFace, Waited};
 use crate::face::respond::input_required_result;
-use crate::face::rounds::MAX_ROUNDS;
 use crate::face::stdio_observe::Tracked;
 use crate::jsonrpc::{self, code, Fields};
 use crate::protocol::Era;
@@ -303,141 +303,72 @@ impl Face {
         self.follow(id, parked.handle, stop, &who, Some(park)).await
     }
 
-    /// A 2025 host's call to a 2026 remote: `input_required` results become requests to the
-    /// host; the remote is retried with the answers and the exact `requestState`.
+    /// A 2025 host's call to a 2026 remote: its input rounds (`crate::era::rounds`), with the
+    /// host asked on stdout.
     pub(super) async fn rounds(
         self: &Arc<Self>,
         id: &str,
         call: Call,
         stop: &Stop,
     ) -> Option<Outcome> {
-        let base: Value = call
-            .params
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        let mut params = call.params;
-        for round in 0..=MAX_ROUNDS {
-            let h = self.start(Call {
-                method: call.method.clone(),
-                params: params.take(),
-                ctx: call.ctx.clone(),
-            });
-            let h = match h.await {
-                Ok(h) => h,
-                Err(o) => return Some(o),
-            };
-            let outcome = self.follow(id, h, stop, &Who::default(), None).await?;
-            let Outcome::Result(res) = &outcome else {
-                return Some(outcome);
-            };
-            let Some(f) = Fields::parse(res) else {
-                return Some(outcome);
-            };
-            if f.get("resultType").map(RawValue::get) != Some("\"input_required\"") {
-                return Some(outcome);
-            }
-            if round == MAX_ROUNDS {
-                return Some(internal_error(&format!(
-                    "the server asked for input more than {MAX_ROUNDS} times; giving up"
-                )));
-            }
-            let state = f.get("requestState").map(ToOwned::to_owned);
-            let answers = match f.get("inputRequests") {
-                Some(reqs) => match self.ask_host(reqs, stop).await {
-                    Ok(a) => a,
-                    Err(o) => return o,
-                },
-                None => serde_json::Map::new(),
-            };
-            // Retry: the original params + inputResponses + the exact requestState, new id.
-            let mut next = base.clone();
-            if let Some(o) = next.as_object_mut() {
-                if !answers.is_empty() {
-                    o.insert("inputResponses".into(), Value::Object(answers));
-                }
-                if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
-                    o.insert("requestState".into(), st);
-                }
-            }
-            params = Some(jsonrpc::raw(&next.to_string()));
-        }
-        None
-    }
-
-    /// Send each input request to the 2025 host and collect its answers (Err: stop with this
-    /// outcome, or with none if the host cancelled the call).
-    pub(super) async fn ask_host(
-        self: &Arc<Self>,
-        reqs: &RawValue,
-        stop: &Stop,
-    ) -> Result<serde_json::Map<String, Value>, Option<Outcome>> {
-        let Some(reqs) = mrtr::input_requests(reqs) else {
-            return Err(Some(internal_error(
-                "the server's inputRequests is not an object",
-            )));
-        };
         let caps = lock(&self.host).caps.clone();
-        if let Some(r) = reqs
-            .iter()
-            .find(|r| !mrtr::may_ask(caps.as_deref(), &r.method, r.params))
-        {
-            return Err(Some(internal_error(&format!(
-                "the server asked for {}, which the client did not declare",
-                r.method
-            ))));
-        }
-        let mut waits = Vec::new();
-        for r in &reqs {
-            let m = &r.method;
-            let ours = mrtr::mint_request_id();
-            let (tx, rx) = oneshot::channel();
-            lock(&self.input_waits).insert(ours.clone(), tx);
-            debug!("asking the host {m} as {ours} for the 2026 remote");
-            // URL elicitation needs an elicitationId in 2025-11-25 (see crate::era::mrtr).
-            let params = r.legacy_params();
-            self.send(jsonrpc::request(
-                &ours,
-                m,
-                params.as_deref().map(RawValue::get),
-            ))
-            .await;
-            waits.push((r.key.to_string(), ours, rx));
-        }
-        let mut answers = serde_json::Map::new();
-        let mut failed = None;
-        for (key, ours, rx) in waits {
-            if failed.is_some() {
-                lock(&self.input_waits).remove(&ours);
-                continue;
-            }
-            let got = tokio::select! {
-                a = rx => a.ok(),
-                _ = stop.cancelled() => {
+        let side = HostRounds {
+            face: self,
+            id,
+            stop,
+            caps,
+        };
+        rounds::drive(&side, &call.method, call.params.as_deref(), &call.ctx).await
+    }
+}
+
+/// The stdio face's side of a 2025 host's input rounds: requests go to stdout, answers come
+/// back as the host's responses (`input_waits`), and each may take `mrtr::INPUT_TTL`.
+struct HostRounds<'a> {
+    face: &'a Arc<Face>,
+    id: &'a str,
+    stop: &'a Stop,
+    /// What the host declared at `initialize`.
+    caps: Option<Box<RawValue>>,
+}
+
+impl RoundsFace for HostRounds<'_> {
+    fn caller_caps(&self) -> Option<&RawValue> {
+        self.caps.as_deref()
+    }
+    fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
+        Box::pin(self.face.start(call))
+    }
+    fn follow(&self, h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {
+        Box::pin(async move {
+            let who = Who::default();
+            self.face.follow(self.id, h, self.stop, &who, None).await
+        })
+    }
+    fn expect_answer(&self, id: &str) -> oneshot::Receiver<rounds::Answer> {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.face.input_waits).insert(id.to_owned(), tx);
+        rx
+    }
+    fn forget_answer(&self, id: &str) {
+        lock(&self.face.input_waits).remove(id);
+    }
+    fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
+        Box::pin(async move { self.face.out.send(frame).await.is_ok() })
+    }
+    fn wait_answer(&self, rx: oneshot::Receiver<rounds::Answer>) -> BoxFuture<'_, Waited> {
+        Box::pin(async move {
+            tokio::select! {
+                a = rx => a.map_or(Waited::Cancelled, Waited::Answer),
+                _ = tokio::time::sleep(mrtr::INPUT_TTL) => Waited::TimedOut,
+                _ = self.stop.cancelled() => {
                     // No call is pending while the host is asked: the face counts it.
-                    if let Some(cause) = cancel_cause(stop.why()) {
-                        self.obs.cancelled(cause);
+                    if let Some(cause) = cancel_cause(self.stop.why()) {
+                        self.face.obs.cancelled(cause);
                     }
-                    None
+                    Waited::Cancelled
                 }
-            };
-            lock(&self.input_waits).remove(&ours);
-            match got {
-                Some(Ok(v)) => {
-                    answers.insert(key, serde_json::from_str(v.get()).unwrap_or(Value::Null));
-                }
-                Some(Err(e)) => {
-                    failed = Some(Some(internal_error(&format!(
-                        "the client answered the server's request with an error: {}",
-                        e.get()
-                    ))));
-                }
-                None => failed = Some(None),
             }
-        }
-        match failed {
-            Some(f) => Err(f),
-            None => Ok(answers),
-        }
+        })
     }
 }
