@@ -208,3 +208,149 @@ async fn ask(face: &dyn RoundsFace, reqs: &RawValue) -> Option<Result<Answers, O
         None => Some(Ok(answers)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::call::{sinks, Cancel, CancelOnDrop};
+
+    struct NoCancel;
+    impl Cancel for NoCancel {
+        fn pending(&self) -> bool {
+            false
+        }
+        fn cancel(&self, _: &str) -> bool {
+            false
+        }
+    }
+
+    /// Answers each round with the next scripted result; answers every request it is sent
+    /// with `{"ok": <its id>}`.
+    #[derive(Default)]
+    struct Scripted {
+        caps: Option<Box<RawValue>>,
+        results: Mutex<VecDeque<&'static str>>,
+        /// The params each round was started with.
+        started: Mutex<Vec<String>>,
+        /// The request frames sent to the caller.
+        sent: Mutex<Vec<Value>>,
+        waiting: Mutex<Vec<(String, oneshot::Sender<Answer>)>>,
+    }
+
+    impl RoundsFace for Scripted {
+        fn caller_caps(&self) -> Option<&RawValue> {
+            self.caps.as_deref()
+        }
+        fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
+            let p = call.params.map(|p| p.get().to_owned()).unwrap_or_default();
+            self.started.lock().unwrap().push(p);
+            let r = self.results.lock().unwrap().pop_front().unwrap_or("{}");
+            let (s, events, outcome) = sinks();
+            let _ = s.outcome.send(Outcome::Result(jsonrpc::raw(r)));
+            let metrics = Arc::new(crate::metrics::Metrics::new());
+            let control = Box::new(CancelOnDrop::new(Arc::new(NoCancel), 1, metrics));
+            Box::pin(async move { Ok(CallHandle::new(events, outcome, control)) })
+        }
+        fn follow(&self, mut h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {
+            Box::pin(async move { (&mut h.outcome).await.ok() })
+        }
+        fn expect_answer(&self, id: &str) -> oneshot::Receiver<Answer> {
+            let (tx, rx) = oneshot::channel();
+            self.waiting.lock().unwrap().push((id.to_owned(), tx));
+            rx
+        }
+        fn forget_answer(&self, _: &str) {}
+        fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
+            let v: Value = serde_json::from_slice(&frame).unwrap();
+            let id = v["id"].to_string();
+            self.sent.lock().unwrap().push(v);
+            let mut w = self.waiting.lock().unwrap();
+            if let Some(i) = w.iter().position(|(k, _)| *k == id) {
+                let (_, tx) = w.remove(i);
+                let _ = tx.send(Ok(jsonrpc::raw(&format!("{{\"ok\":{id}}}"))));
+            }
+            Box::pin(async { true })
+        }
+        fn wait_answer(&self, rx: oneshot::Receiver<Answer>) -> BoxFuture<'_, Waited> {
+            Box::pin(async move { rx.await.map_or(Waited::Cancelled, Waited::Answer) })
+        }
+    }
+
+    const TWO_INPUTS: &str = r#"{"resultType":"input_required","requestState":"st-1",
+        "inputRequests":{"a":{"method":"elicitation/create","params":{"message":"m"}},
+                         "b":{"method":"sampling/createMessage","params":{"messages":[]}}}}"#;
+
+    fn legacy_ctx() -> CallCtx {
+        CallCtx {
+            client_era: crate::protocol::Era::Legacy,
+            ..CallCtx::modern()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_with_an_undeclared_capability_asks_nothing() {
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS])),
+            ..Default::default()
+        };
+        let o = drive(
+            &face,
+            "tools/call",
+            Some(&jsonrpc::raw("{}")),
+            &legacy_ctx(),
+        )
+        .await;
+        let Some(Outcome::Failed(e)) = o else {
+            panic!("the call must fail, got {o:?}")
+        };
+        assert!(e.to_string().contains("sampling/createMessage"), "{e}");
+        // Not even the declared elicitation went out: the gate holds for the whole round.
+        assert!(face.sent.lock().unwrap().is_empty());
+        assert_eq!(face.started.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn answers_go_back_by_key_with_the_exact_state_under_minted_ids() {
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{},"sampling":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS, r#"{"content":[]}"#])),
+            ..Default::default()
+        };
+        let params = jsonrpc::raw(r#"{"name":"t"}"#);
+        let o = drive(&face, "tools/call", Some(&params), &legacy_ctx()).await;
+        assert!(matches!(o, Some(Outcome::Result(_))), "{o:?}");
+        let sent = face.sent.lock().unwrap();
+        assert_eq!(sent.len(), 2);
+        for m in sent.iter() {
+            let id = m["id"].as_str().unwrap();
+            assert!(id.starts_with("mcpb-"), "{m}");
+        }
+        let started = face.started.lock().unwrap();
+        assert_eq!(started[0], r#"{"name":"t"}"#);
+        let retry: Value = serde_json::from_str(&started[1]).unwrap();
+        assert_eq!(retry["name"], "t");
+        assert_eq!(retry["requestState"], "st-1");
+        let ids: Vec<&str> = sent.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(retry["inputResponses"]["a"]["ok"], ids[0]);
+        assert_eq!(retry["inputResponses"]["b"]["ok"], ids[1]);
+    }
+
+    #[tokio::test]
+    async fn rounds_are_bounded() {
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{},"sampling":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS; MAX_ROUNDS as usize + 2])),
+            ..Default::default()
+        };
+        let o = drive(&face, "tools/call", None, &legacy_ctx()).await;
+        let Some(Outcome::Failed(e)) = o else {
+            panic!("the call must fail, got {o:?}")
+        };
+        assert!(e.to_string().contains("more than"), "{e}");
+        assert_eq!(face.started.lock().unwrap().len(), MAX_ROUNDS as usize + 1);
+    }
+}
