@@ -62,7 +62,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -238,7 +238,7 @@ pub async fn serve<R, W>(
     let (out, out_rx) = mpsc::channel::<Bytes>(256);
     let writer = tokio::spawn(write_loop(output, out_rx));
     // Subscribed before the host's first line: nothing the upstream sends is missed.
-    let mut server_events = up.subscribe();
+    let server_events = up.subscribe();
     let face = Arc::new(Face {
         up,
         out,
@@ -279,26 +279,7 @@ pub async fn serve<R, W>(
         })
     };
     // Traffic from the upstream that belongs to no call (a 2025 remote's GET stream).
-    let events_task = {
-        let face = Arc::clone(&face);
-        tokio::spawn(async move {
-            loop {
-                let ev = match server_events.recv().await {
-                    Ok(ev) => ev,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
-                        warn!(
-                            "{n} messages from the upstream were lost (the host reads too slowly)"
-                        );
-                        continue;
-                    }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                };
-                if let Some(ev) = call_event(&ev) {
-                    face.forward_event(ev).await;
-                }
-            }
-        })
-    };
+    let events_task = tokio::spawn(forward_events(Arc::clone(&face), server_events));
     let mut lines = FramedRead::new(input, LineDecoder::new(max_line));
     loop {
         let next = tokio::select! {
@@ -349,6 +330,23 @@ pub async fn serve<R, W>(
     events_task.abort();
     drop(face);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
+
+/// Carry the upstream's traffic that belongs to no call to the host, until it ends.
+async fn forward_events(face: Arc<Face>, mut rx: broadcast::Receiver<UpstreamEvent>) {
+    loop {
+        let ev = match rx.recv().await {
+            Ok(ev) => ev,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                warn!("{n} messages from the upstream were lost (the host reads too slowly)");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => break,
+        };
+        if let Some(ev) = call_event(&ev) {
+            face.forward_event(ev).await;
+        }
+    }
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Bytes>) {
