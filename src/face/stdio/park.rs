@@ -13,9 +13,9 @@ use super::{
     client_caps, lock, refused, url_required_for_modern, Face, ParkCtx, Stop, Who, PRINCIPAL,
 };
 use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
-use crate::era::mrtr::{self, Parked};
+use crate::era::mrtr;
+use crate::era::park::{self, input_required_result};
 use crate::era::rounds::{self, RoundsFace, Waited};
-use crate::face::respond::input_required_result;
 use crate::face::stdio_observe::Tracked;
 use crate::jsonrpc::{self, code, Fields};
 use crate::protocol::Era;
@@ -175,63 +175,31 @@ impl Face {
                 ev @ CallEvent::Notification { .. } => self.forward_call_event(ev, who).await,
             }
         }
-        let mut waiting = Vec::new();
-        for (rid, method, params) in asked {
-            let declared = mrtr::required_capability(&method, params.as_deref())
-                .is_some_and(|need| mrtr::capability_declared(p.caps.as_deref(), need));
-            if declared {
-                let key = format!("input{}", waiting.len() + 1);
-                waiting.push((key, rid, method, params));
-            } else {
-                info!("the 2025 remote sent {method}, which this 2026 request did not declare");
-                let msg = format!(
-                    "the client did not declare the capability {method} needs in this request"
-                );
-                self.answer_remote_error(rid, code::METHOD_NOT_FOUND, &msg);
-            }
-        }
-        if waiting.is_empty() {
-            return Err(r);
-        }
-        let park_id = p.park_id.unwrap_or_else(|| self.parked.next_id());
-        let round = p.round + 1;
-        let state = self.signer.sign(
-            park_id,
-            round,
-            mrtr::INPUT_TTL,
-            PRINCIPAL,
-            &p.method,
-            &p.digest,
-        );
-        let body = input_required_result(&waiting, &state);
-        let parked = Parked {
-            handle: r,
-            waiting,
-            round,
-            principal: PRINCIPAL.to_owned(),
-            method: p.method.clone(),
-            digest: p.digest.clone(),
-            expires: std::time::Instant::now() + mrtr::INPUT_TTL,
+        let site = park::Site {
+            signer: &self.signer,
+            caps: p.caps.as_deref(),
+            principal: PRINCIPAL,
+            method: &p.method,
+            digest: &p.digest,
+            round: p.round,
+            park_id: p.park_id,
+            ttl: mrtr::INPUT_TTL,
         };
-        if let Err(back) = self.parked.put(park_id, parked) {
-            for (_, rid, method, _) in back.waiting {
-                let msg = format!("mcp-bridge cannot hold more calls waiting for input ({method})");
-                self.answer_remote_error(rid, code::INTERNAL_ERROR, &msg);
-            }
-            return Err(back.handle);
+        let parking = park::park(&self.parked, &site, r, asked);
+        if parking.undeclared > 0 {
+            info!(
+                "the 2025 remote asked a 2026 request for {} input(s) it did not declare: refused",
+                parking.undeclared
+            );
         }
-        debug!("{} parked as {park_id} (round {round})", p.method);
+        for f in parking.refusals {
+            if let Err(e) = self.up.send_response(f) {
+                debug!("a refusal for the upstream was not delivered: {e}");
+            }
+        }
+        let body = parking.answer?;
+        debug!("{} parked (round {})", p.method, p.round + 1);
         Ok(Outcome::Result(jsonrpc::raw(&body)))
-    }
-
-    pub(super) fn answer_remote_error(
-        self: &Arc<Self>,
-        remote_id: Box<RawValue>,
-        c: i64,
-        msg: &str,
-    ) {
-        let err = jsonrpc::raw(&jsonrpc::error_object(c, msg, None));
-        self.respond_upstream(&remote_id, None, Some(&err));
     }
 
     /// A 2026 host retries a parked call: its answers go to the remote under the remote's
