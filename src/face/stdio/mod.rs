@@ -45,7 +45,8 @@
 //! its `-32042` translated for a 2026 host, counted at the remote as the error it was).
 //!
 //! Layout: this file holds the face, `serve` and line handling (requests, notifications,
-//! responses, initialize); `park` runs calls and their rounds (park, resume, ask the host),
+//! responses, initialize); `park` runs calls and their rounds (park via `crate::era::park`,
+//! resume, the host's side of `crate::era::rounds`),
 //! `listen` the listens and the held listen, `events` the forwarding of call events and
 //! server requests.
 

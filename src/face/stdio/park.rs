@@ -1,5 +1,6 @@
 //! Calls of the stdio face and their multi-round trips: running and driving a call, parking it
-//! when the host must answer first, resuming it, the 2025 rounds and asking the host.
+//! when the host must answer first (the rules are `crate::era::park`), resuming it, and the
+//! host's side of a 2025 host's input rounds (the driver is `crate::era::rounds`).
 
 use std::sync::Arc;
 
