@@ -2,8 +2,10 @@
 //! remote. `serve` (every form) is the daemon in `crate::daemon`.
 
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 
-use crate::upstream::remote::{Remote, RemoteConfig};
+use crate::upstream::remote::RemoteConfig;
+use crate::upstream::remote_upstream::RemoteUpstream;
 
 /// The multi-threaded runtime every subcommand runs on (`workers`: None = one per core). On
 /// failure the reason is on stderr and the exit code is returned.
@@ -47,12 +49,17 @@ pub async fn run_connect(
             metrics_stop.clone(),
         ));
     }
-    let (tx, rx) = tokio::sync::mpsc::channel(crate::call::EVENT_QUEUE);
-    let remote = Remote::new(cfg, tx, metrics.clone(), &server)?;
-    tracing::info!("connect: forwarding stdio to {}", remote.origin());
+    let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
+    // The origin only: a URL's path or query may carry a secret.
+    let origin = match (cfg.url.scheme_str(), cfg.url.host(), cfg.url.port_u16()) {
+        (Some(s), Some(h), Some(p)) => format!("{s}://{h}:{p}"),
+        (Some(s), Some(h), None) => format!("{s}://{h}"),
+        _ => String::from("the remote"),
+    };
+    tracing::info!("connect: forwarding stdio to {origin}");
+    let upstream = RemoteUpstream::start_for_host(&server, cfg, &metrics, &stop, &tracker)?;
     crate::face::stdio::serve(
-        remote,
-        rx,
+        upstream,
         tokio::io::stdin(),
         tokio::io::stdout(),
         max_line,
@@ -60,6 +67,15 @@ pub async fn run_connect(
         shutdown,
     )
     .await;
+    // The remote's session ends (a 2025 remote gets its DELETE), bounded.
+    stop.cancel();
+    tracker.close();
+    if tokio::time::timeout(std::time::Duration::from_secs(10), tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("the remote did not finish closing in time");
+    }
     metrics_stop.cancel();
     Ok(())
 }

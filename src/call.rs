@@ -327,8 +327,27 @@ pub trait Upstream: Send + Sync {
     /// `Mcp-Param-*` rules of a tool: (lower-case header name, property), from its last list.
     fn tool_headers(&self, tool: &str) -> Vec<(String, String)>;
     /// Make a 2025 upstream log at least at `level` (it logs per session; the bridge filters
-    /// per call). Only ever lowers the level.
-    fn ensure_log_level(&self, level: &'static str);
+    /// per call). Only ever lowers the level. Done once the change is on its way (a child:
+    /// written to its stdin at once) or answered (a remote), so that a call started after it
+    /// is logged at the new level.
+    fn ensure_log_level(&self, level: &'static str) -> BoxFuture<'_, ()>;
+    /// A 2025 host's `initialize` params (client info, capabilities, requested version) for
+    /// an upstream that opens a session of its own per host (a 2025 remote behind `connect`
+    /// is initialised with them); then what the era probe learned, as [`Upstream::info`].
+    /// Upstreams whose session is the bridge's own (a child) ignore them.
+    fn host_initialize(
+        &self,
+        _params: Option<Box<RawValue>>,
+        wait: Duration,
+    ) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
+        self.info(wait)
+    }
+    /// Wait (at most `wait`) until traffic that belongs to no call can reach
+    /// [`Upstream::subscribe`]rs (a 2025 remote's GET stream is open); false when it cannot
+    /// (yet). A child's stdout always carries it.
+    fn events_ready(&self, _wait: Duration) -> BoxFuture<'_, bool> {
+        Box::pin(async { true })
+    }
     /// Stop it (a per-session upstream whose session ended).
     fn stop(&self);
 }

@@ -284,3 +284,45 @@ async fn undeclared_capability_is_never_asked_of_a_2025_host() {
     );
     h.assert_clean_stdout();
 }
+
+/// The same gate on serve's HTTP face (one rule for both faces, `era::rounds`): a 2025
+/// session that declared nothing, in front of a 2026 remote that asks for sampling whatever
+/// the request declared (`serve --upstream`), gets an error naming the undeclared capability
+/// and is asked nothing: the call's only message is its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_capability_is_never_asked_of_a_2025_session_of_serve() {
+    let ask = json!({"messages": [], "maxTokens": 5});
+    let modern = tiny_server(move |_, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        let result = match v["method"].as_str() {
+            Some("server/discover") => json!({"resultType": "complete", "ttlMs": 0,
+                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {}}}),
+            _ => json!({"resultType": "input_required", "requestState": "remote-state",
+                "inputRequests": {"s": {"method": "sampling/createMessage", "params": ask}}}),
+        };
+        let r = json!({"jsonrpc": "2.0", "id": v["id"], "result": result});
+        (200, "application/json", r.to_string())
+    })
+    .await;
+    let url = format!("http://{modern}/mcp");
+    let b = common::Bridge::serve(&["--port", "0", "--upstream", &url]).await;
+    let c = common::client();
+    let s = common::Session::open_with_caps(&c, &b.url, json!({})).await;
+    let r = s
+        .request(
+            json!("c1"),
+            "tools/call",
+            json!({"name": "anything", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(
+        r.messages.len(),
+        1,
+        "the client was asked: {:?}",
+        r.messages
+    );
+    let msg = r.last()["error"]["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("did not declare"), "{:?}", r.messages);
+}

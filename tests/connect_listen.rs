@@ -428,3 +428,70 @@ async fn legacy_hosts_listen_is_reopened_when_the_remote_restarts() {
     assert!(h.wait_exit(Duration::from_secs(10)).is_some());
     h.assert_clean_stdout();
 }
+
+/// Both faces hold a listen for a 2025 caller of a 2026 upstream, and both ask it only for
+/// the list changes the upstream's capabilities offer (here tools, not prompts): connect for a
+/// 2025 host after `initialize`, serve for a 2025 session's GET stream (`serve --upstream`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_listen_asks_only_for_offered_list_changes_on_both_faces() {
+    use std::sync::{Arc, Mutex};
+    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let rec = seen.clone();
+    let remote = tiny_server(move |_, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        let answer = match v["method"].as_str() {
+            Some("server/discover") => json!({"result": {"resultType": "complete", "ttlMs": 0,
+                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}, "prompts": {}}}}),
+            Some("subscriptions/listen") => {
+                rec.lock()
+                    .unwrap()
+                    .push(v["params"]["notifications"].clone());
+                json!({"error": {"code": -32601, "message": "no listens here"}})
+            }
+            _ => json!({"result": {"resultType": "complete", "tools": []}}),
+        };
+        let mut r = json!({"jsonrpc": "2.0", "id": v["id"]});
+        if let (Some(r), Some(a)) = (r.as_object_mut(), answer.as_object()) {
+            r.extend(a.clone());
+        }
+        (200, "application/json", r.to_string())
+    })
+    .await;
+    let url = format!("http://{remote}/mcp");
+    let first_filter = |before: usize| {
+        let until = Instant::now() + T;
+        loop {
+            if let Some(f) = seen.lock().unwrap().get(before) {
+                return f.clone();
+            }
+            assert!(
+                Instant::now() < until,
+                "no subscriptions/listen reached the remote"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let want = json!({"toolsListChanged": true});
+
+    // connect, a 2025 host.
+    let mut h = Host::start(&url, &["--protocol", "2026-07-28"]);
+    h.initialize("2025-11-25", json!({}));
+    assert_eq!(first_filter(0), want);
+    drop(h);
+
+    // serve, a 2025 session's GET stream.
+    let before = seen.lock().unwrap().len();
+    let b = common::Bridge::serve(&["--port", "0", "--upstream", &url]).await;
+    let c = common::client();
+    let s = common::Session::open(&c, &b.url).await;
+    let get = c
+        .get(&s.url)
+        .headers(s.headers())
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET stream");
+    assert_eq!(get.status(), 200);
+    assert_eq!(first_filter(before), want);
+}

@@ -100,6 +100,9 @@ async fn connect_counts_http_transport_and_jsonrpc_apart() {
         1.0,
     ));
     assert_samples(&t, &zero);
+    // The remote is probed on the host's first message, so it is not up yet.
+    let up = r#"mcp_bridge_upstream_up{server="demo"}"#;
+    assert_eq!(sample(&t, up), Some(0.0), "{t}");
     assert!(
         samples(&t, "mcp_bridge_jsonrpc_requests_total").is_empty(),
         "{t}"
@@ -110,6 +113,9 @@ async fn connect_counts_http_transport_and_jsonrpc_apart() {
     h.request(json!(1), "tools/list", json!({"_meta": modern_meta()}));
     let r = h.response(&json!(1), T);
     assert!(r["result"]["tools"].is_array(), "{r}");
+    // Probed and answering: up, as for `serve --upstream`.
+    let t = scrape(&murl).await;
+    assert_eq!(sample(&t, up), Some(1.0), "{t}");
     for id in 2..5 {
         h.request(
             json!(id),

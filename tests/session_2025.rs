@@ -336,6 +336,38 @@ async fn server_request_round_trip_modern_child() {
     round_trip_with_child("modern").await;
 }
 
+/// The capability gate connect applies to a 2025 host holds for a 2025 session too: a 2025
+/// child (initialised by the bridge, so it asks whatever the session declared) that asks for
+/// sampling, which the session did not declare at `initialize`, never reaches the client; the
+/// call's stream carries only its final answer. (A 2026 upstream that asks regardless:
+/// `connect_eras::undeclared_capability_is_never_asked_of_a_2025_session_of_serve`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeclared_capability_is_never_asked_of_a_2025_session() {
+    {
+        let era = "legacy";
+        let b = Bridge::demo(&["--demo-era", era]).await;
+        let c = client();
+        let s = Session::open_with_caps(&c, &b.url, json!({})).await;
+        let r = s
+            .request(
+                json!("call-sample"),
+                "tools/call",
+                json!({"name": "sample", "arguments": {"prompt": "2+2?"}}),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{era}: {r:?}");
+        // JSON or SSE: either way the only message is the call's answer.
+        assert_eq!(
+            r.messages.len(),
+            1,
+            "{era}: the client was asked: {:?}",
+            r.messages
+        );
+        let first = r.last();
+        assert_eq!(first["id"], "call-sample", "{era}: {first}");
+    }
+}
+
 async fn round_trip_with_child(era: &str) {
     let b = Bridge::demo(&["--demo-era", era]).await;
     let c = client();
@@ -386,6 +418,13 @@ async fn round_trip_with_child(era: &str) {
             req["method"].is_string() && req.get("id").is_some(),
             "{tool}: {req}"
         );
+        if era == "modern" {
+            // Minted by the bridge, in the scheme connect uses too.
+            assert!(
+                req["id"].as_str().is_some_and(|i| i.starts_with("mcpb-")),
+                "{tool}: {req}"
+            );
+        }
         let reply = json!({"jsonrpc": "2.0", "id": req["id"], "result": answer});
         let r = s.post(&reply).await;
         assert_eq!(r.status, 202, "{tool}: {r:?}");

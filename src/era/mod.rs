@@ -7,12 +7,18 @@
 //!   other bridges' states pass), parked calls, input requests for 2025 peers, the capability
 //!   gate (`may_ask`) and bridge-minted request ids;
 //! - [`notifications`]: listens and their filters, resource subscription ref-counts,
-//!   `subscriptionId` tags, acknowledgement/completion bodies, the 2025 log-level floor.
+//!   `subscriptionId` tags, acknowledgement/completion bodies, the 2025 log-level floor;
+//! - [`park`]: parking a 2026 caller's call on a 2025 upstream (the gate per request, the
+//!   signed state, the bounded store, the `input_required` body), for both faces;
+//! - [`rounds`]: the driver of a 2025 caller's input rounds with a 2026 upstream (both faces
+//!   run it; each supplies a `RoundsFace` for its transport).
 //!
 //! Result translation (2025 ⇄ 2026 result shapes) is pure byte work in `crate::protocol`. The
-//! faces still drive park/resume and input rounds themselves (HTTP: `face::respond`,
-//! `face::modern`, `face::rounds`; stdio: `face::stdio::park`) from these pieces.
+//! faces still drive resuming a parked call themselves (HTTP: `face::modern`; stdio:
+//! `face::stdio::park`) from the `mrtr` pieces.
 
 pub mod lifecycle;
 pub mod mrtr;
 pub mod notifications;
+pub mod park;
+pub mod rounds;

@@ -283,7 +283,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         ctx.log_level = Some(level);
         if info.era == Era::Legacy {
             // A 2025 child logs per process: make it at least this verbose, filter per call.
-            app.upstream.ensure_log_level(level);
+            app.upstream.ensure_log_level(level).await;
         }
     }
     let mut mrtr = None;

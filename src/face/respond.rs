@@ -409,61 +409,40 @@ impl Responder {
         while let Ok(ev) = hh.events.try_recv() {
             asked.push(ev);
         }
-        let mut waiting = Vec::new();
-        for ev in asked {
-            let CallEvent::ServerRequest { id, method, params } = ev else {
-                continue; // interim notifications cannot follow an input_required answer
-            };
-            let declared = crate::era::mrtr::required_capability(&method, params.as_deref())
-                .is_some_and(|need| crate::era::mrtr::capability_declared(m.caps.as_deref(), need));
-            if declared {
-                let key = format!("input{}", waiting.len() + 1);
-                waiting.push((key, id, method, params));
-            } else {
-                self.metrics.dropped("undeclared_capability");
-                let msg = format!(
-                    "the client did not declare the capability {method} needs in this request"
-                );
-                let _ = m.upstream.send_response(jsonrpc::error(
-                    Some(id.get()),
-                    code::METHOD_NOT_FOUND,
-                    &msg,
-                    None,
-                ));
-            }
-        }
-        if waiting.is_empty() {
-            return None;
-        }
-        let park_id = m.park_id.unwrap_or_else(|| m.store.next_id());
-        let round = m.round + 1;
-        let state = m
-            .signer
-            .sign(park_id, round, m.ttl, &m.principal, &self.method, &m.digest);
-        let body = input_required_result(&waiting, &state);
-        let handle = h.take()?;
-        let parked = crate::era::mrtr::Parked {
-            handle,
-            waiting,
-            round,
-            principal: m.principal.clone(),
-            method: self.method.clone(),
-            digest: m.digest.clone(),
-            expires: Instant::now() + m.ttl,
+        let asked = asked
+            .into_iter()
+            .filter_map(|ev| match ev {
+                CallEvent::ServerRequest { id, method, params } => Some((id, method, params)),
+                // Interim notifications cannot follow an input_required answer.
+                CallEvent::Notification { .. } => None,
+            })
+            .collect();
+        let site = crate::era::park::Site {
+            signer: &m.signer,
+            caps: m.caps.as_deref(),
+            principal: &m.principal,
+            method: &self.method,
+            digest: &m.digest,
+            round: m.round,
+            park_id: m.park_id,
+            ttl: m.ttl,
         };
-        if let Err(p) = m.store.put(park_id, parked) {
-            // Full: refuse the upstream's requests and let the call go on without input.
-            for (_, id, method, _) in &p.waiting {
-                let _ = m.upstream.send_response(jsonrpc::error(
-                    Some(id.get()),
-                    code::INTERNAL_ERROR,
-                    &format!("mcp-bridge cannot hold more calls waiting for input ({method})"),
-                    None,
-                ));
-            }
-            *h = Some(p.handle);
-            return None;
+        let handle = h.take()?;
+        let p = crate::era::park::park(&m.store, &site, handle, asked);
+        for _ in 0..p.undeclared {
+            self.metrics.dropped("undeclared_capability");
         }
+        for f in p.refusals {
+            let _ = m.upstream.send_response(f);
+        }
+        let body = match p.answer {
+            Ok(body) => body,
+            Err(handle) => {
+                // Nothing asked (undeclared, or the store is full): the call goes on.
+                *h = Some(handle);
+                return None;
+            }
+        };
         self.metrics.latency(
             &self.server,
             &self.method,
@@ -573,29 +552,7 @@ pub enum Next {
     Final(StatusCode, Bytes),
 }
 
-/// `{"resultType":"input_required","inputRequests":{...},"requestState":"..."}`
-pub fn input_required_result(waiting: &[crate::era::mrtr::InputWait], state: &str) -> String {
-    let mut reqs = serde_json::Map::new();
-    for (key, _, method, params) in waiting {
-        // 2025-only fields (URL elicitation's `elicitationId`) have no 2026 counterpart.
-        let modern = crate::era::mrtr::to_modern_input(method, params.as_deref());
-        let p: serde_json::Value = modern
-            .as_deref()
-            .or(params.as_deref())
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_else(|| serde_json::json!({}));
-        reqs.insert(
-            key.clone(),
-            serde_json::json!({"method": method, "params": p}),
-        );
-    }
-    serde_json::json!({
-        "resultType": "input_required",
-        "inputRequests": reqs,
-        "requestState": state,
-    })
-    .to_string()
-}
+pub use crate::era::park::input_required_result;
 
 /// What a 2026 client's call needs to be parked for input (2025 upstream only).
 pub struct MrtrCtx {

@@ -10,6 +10,14 @@
 //! `notifications/cancelled` (the remote's own guard sends it). The remote's observer counts
 //! its HTTP answers, transport failures, JSON-RPC errors and tool results; this adapter counts
 //! cancellations and `upstream_up`.
+//!
+//! Two roles, because what the adapter may do on its own depends on how many callers stand in
+//! front of it: a remote shared by a face's many callers (`start`: probed at start-up for
+//! readiness, requests on its 2025 GET stream refused since no caller can be told apart, the
+//! tool list re-read on a change) or the one host of `connect` (`start_for_host`: probed on
+//! first use, so that a 2025 remote's session is opened with the host's `initialize`; GET
+//! stream requests go to that host as `UpstreamEvent::ServerRequest`; the host re-lists tools
+//! itself).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -34,9 +42,20 @@ use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
 use crate::upstream::remote::{Remote, RemoteConfig};
 
+/// How many callers stand in front of the remote (see the module comment).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Shared,
+    OneHost,
+}
+
+/// The session name under which the one host's GET-stream requests are published.
+pub const HOST_SESSION: &str = "host";
+
 /// A remote server behind a face. Cheap to share (`Arc`).
 pub struct RemoteUpstream {
     name: Arc<str>,
+    role: Role,
     remote: Arc<Remote>,
     events: broadcast::Sender<UpstreamEvent>,
     info: OnceCell<UpstreamInfo>,
@@ -58,6 +77,30 @@ impl RemoteUpstream {
         stop: &CancellationToken,
         tracker: &TaskTracker,
     ) -> Result<SharedUpstream, String> {
+        Self::launch(Role::Shared, name, cfg, metrics, stop, tracker)
+    }
+
+    /// As [`RemoteUpstream::start`], for the one host of `connect`: no probe until the host's
+    /// first message (a 2025 remote's session is opened with the host's `initialize`), and
+    /// requests on the remote's GET stream are published for that host.
+    pub fn start_for_host(
+        name: &str,
+        cfg: RemoteConfig,
+        metrics: &Arc<Metrics>,
+        stop: &CancellationToken,
+        tracker: &TaskTracker,
+    ) -> Result<SharedUpstream, String> {
+        Self::launch(Role::OneHost, name, cfg, metrics, stop, tracker)
+    }
+
+    fn launch(
+        role: Role,
+        name: &str,
+        cfg: RemoteConfig,
+        metrics: &Arc<Metrics>,
+        stop: &CancellationToken,
+        tracker: &TaskTracker,
+    ) -> Result<SharedUpstream, String> {
         let (etx, erx) = mpsc::channel(256);
         let url = cfg.url.to_string();
         let remote = Remote::new(cfg, etx, metrics.clone(), name)?;
@@ -65,6 +108,7 @@ impl RemoteUpstream {
         let (events, _) = broadcast::channel(256);
         let me = Arc::new(RemoteUpstream {
             name: Arc::from(name),
+            role,
             remote,
             events,
             info: OnceCell::new(),
@@ -78,9 +122,11 @@ impl RemoteUpstream {
         tracker.spawn(me.clone().pump(erx));
         let m = me.clone();
         tracker.spawn(async move {
-            tokio::select! {
-                _ = m.stop.cancelled() => {}
-                _ = m.probe_until_known() => {}
+            if role == Role::Shared {
+                tokio::select! {
+                    _ = m.stop.cancelled() => {}
+                    _ = m.probe_until_known() => {}
+                }
             }
             m.stop.cancelled().await;
             m.set_ready(false);
@@ -121,6 +167,11 @@ impl RemoteUpstream {
                         discover: (era == Era::Modern).then(|| raw.clone()),
                         initialize: (era == Era::Legacy).then_some(raw),
                     }),
+                    Err(o) if self.discover_refused(&o) => Ok(UpstreamInfo {
+                        era: Era::Modern,
+                        discover: None,
+                        initialize: None,
+                    }),
                     Err(Outcome::Failed(e)) => Err(e),
                     Err(_) => Err(BridgeError::Unavailable(
                         "the remote answered the era probe with an error".into(),
@@ -130,6 +181,18 @@ impl RemoteUpstream {
             .await?;
         self.set_ready(true);
         Ok(info.clone())
+    }
+
+    /// The one host's calls do not need `server/discover`: a 2026 remote (pinned with
+    /// `--protocol`) that answers it with an error or an HTTP status still takes them, as it
+    /// always did; a 2025 host's `initialize` is then built from nothing.
+    fn discover_refused(&self, o: &Outcome) -> bool {
+        let answered = match o {
+            Outcome::Error(_) => true,
+            Outcome::Failed(BridgeError::Remote { reason, .. }) => *reason == "http_status",
+            _ => false,
+        };
+        answered && self.role == Role::OneHost && self.remote.known_era() == Some(Era::Modern)
     }
 
     /// Traffic from the remote's 2025 GET stream: notifications go to the face's listeners;
@@ -144,14 +207,28 @@ impl RemoteUpstream {
             let Some(ev) = ev else { break };
             match ev {
                 CallEvent::Notification { method, params } => {
-                    if method == "notifications/tools/list_changed" {
+                    if method == "notifications/tools/list_changed" && self.role == Role::Shared {
                         self.tracker.spawn(self.clone().reread_tools());
                     }
                     let frame =
                         jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
                     let _ = self.events.send(UpstreamEvent::Notification(frame));
                 }
-                CallEvent::ServerRequest { id, method, .. } => {
+                CallEvent::ServerRequest { id, method, params } => {
+                    if self.role == Role::OneHost {
+                        let frame = jsonrpc::request(
+                            id.get(),
+                            &method,
+                            params.as_deref().map(RawValue::get),
+                        );
+                        let ev = UpstreamEvent::ServerRequest {
+                            session: Arc::from(HOST_SESSION),
+                            frame,
+                        };
+                        if self.events.send(ev).is_ok() {
+                            continue;
+                        }
+                    }
                     self.metrics.dropped("unroutable_request");
                     warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
                     let err = jsonrpc::error_object(
@@ -195,15 +272,23 @@ impl RemoteUpstream {
         // The remote counts its own JSON-RPC errors, tool results and HTTP answers (its
         // observer); this task only carries the outcome to the handle.
         let remote = self.remote.clone();
+        let answered = Arc::new(AtomicBool::new(false));
+        let done = answered.clone();
         let task = self.tracker.spawn(async move {
             let o = remote.call(call, s.events).await;
+            // Before the outcome is handed over: a handle dropped right after reading it
+            // must not count a cancellation.
+            done.store(true, Ordering::Release);
             let _ = s.outcome.send(o);
         });
         CallHandle::new(
             events,
             outcome,
             Box::new(CancelOnDrop::new(
-                Arc::new(RemoteCancel(task.abort_handle())),
+                Arc::new(RemoteCancel {
+                    task: task.abort_handle(),
+                    answered,
+                }),
                 id,
                 self.metrics.clone(),
             )),
@@ -212,15 +297,19 @@ impl RemoteUpstream {
 }
 
 /// A call's task: aborting it drops the remote exchange (which cancels it at the remote).
-struct RemoteCancel(AbortHandle);
+struct RemoteCancel {
+    task: AbortHandle,
+    /// Set once the remote's answer is in.
+    answered: Arc<AtomicBool>,
+}
 
 impl Cancel for RemoteCancel {
     fn pending(&self) -> bool {
-        !self.0.is_finished()
+        !self.answered.load(Ordering::Acquire) && !self.task.is_finished()
     }
     fn cancel(&self, _reason: &str) -> bool {
-        let was = !self.0.is_finished();
-        self.0.abort();
+        let was = self.pending();
+        self.task.abort();
         was
     }
 }
@@ -289,10 +378,27 @@ impl Upstream for RemoteUpstream {
     fn tool_headers(&self, tool: &str) -> Vec<(String, String)> {
         self.remote.tool_param_rules(tool)
     }
-    fn ensure_log_level(&self, level: &'static str) {
-        let remote = self.remote.clone();
-        self.tracker
-            .spawn(async move { remote.ensure_log_level(level).await });
+    fn ensure_log_level(&self, level: &'static str) -> BoxFuture<'_, ()> {
+        Box::pin(self.remote.ensure_log_level(level))
+    }
+    fn host_initialize(
+        &self,
+        params: Option<Box<RawValue>>,
+        wait: Duration,
+    ) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
+        // Kept before the probe: a 2025 remote's session is opened with them (a session that
+        // is open already stays, as before).
+        self.remote.set_host_init(params.as_deref());
+        Upstream::info(self, wait)
+    }
+    fn events_ready(&self, wait: Duration) -> BoxFuture<'_, bool> {
+        Box::pin(async move {
+            // A 2026 remote has no GET stream: nothing flows outside its calls.
+            if self.info.get().is_some_and(|i| i.era == Era::Modern) {
+                return false;
+            }
+            self.remote.wait_get_stream(wait).await
+        })
     }
     fn stop(&self) {
         self.stop.cancel();

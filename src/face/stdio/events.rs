@@ -138,10 +138,7 @@ impl Face {
                 &format!("the client did not declare the capability {method} needs"),
                 None,
             ));
-            let remote = Arc::clone(&self.remote);
-            self.tracker.spawn(async move {
-                remote.respond(&remote_id, None, Some(&err)).await;
-            });
+            self.respond_upstream(&remote_id, None, Some(&err));
             return;
         }
         let ours = mrtr::mint_request_id();
@@ -166,9 +163,6 @@ impl Face {
             "the client (a 2026-era host behind mcp-bridge) cannot answer server requests",
             None,
         ));
-        let remote = Arc::clone(&self.remote);
-        self.tracker.spawn(async move {
-            remote.respond(&remote_id, None, Some(&err)).await;
-        });
+        self.respond_upstream(&remote_id, None, Some(&err));
     }
 }

@@ -5,12 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::{lock, refused, Face, Listener, Who, LISTEN_SETUP, MAX_HOST_URIS};
-use crate::call::{Call, CallCtx, CallEvent, Outcome};
+use super::{lock, refused, Face, Listener, Stop, Who, LISTEN_SETUP, MAX_HOST_URIS};
+use crate::call::{cancel_cause, Call, CallCtx, CallEvent, Outcome, RELEASED_BY_BRIDGE};
 use crate::era::notifications::{
     acknowledgement, completion_result, legacy_filter, untagged, Honoured,
 };
@@ -20,31 +18,33 @@ use crate::protocol::{self, Era};
 impl Face {
     /// A 2026 host's `subscriptions/listen`. A 2026 remote serves it (carried as a call, tags
     /// replaced); for a 2025 remote the bridge serves it from the GET stream. Ends with no
-    /// answer when the host cancels it, with the completion result at shutdown.
+    /// answer when the host cancels it, with the completion result at shutdown (which
+    /// releases it: `RELEASED_BY_BRIDGE`, no cancellation counted).
     pub(super) async fn listen(
         self: &Arc<Self>,
         id: &str,
         call: Call,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Option<Outcome> {
         let hid = jsonrpc::raw(id);
-        if self.remote.era().await != Some(Era::Legacy) {
+        let completion = || Some(Outcome::Result(jsonrpc::raw(&completion_result(&hid))));
+        if self.era().await != Some(Era::Legacy) {
             let who = Who {
                 modern: true,
                 log_rank: None,
                 listen: Some(hid.clone()),
             };
-            let r = self.start(call);
-            // The host's cancellation wins over shutdown (follow looks at `token` first).
-            return tokio::select! {
-                biased;
-                o = self.follow(id, r, token, &who, None) => o,
-                _ = self.stopping.cancelled() => {
-                    Some(Outcome::Result(jsonrpc::raw(&completion_result(&hid))))
-                }
+            let h = match self.start(call).await {
+                Ok(h) => h,
+                Err(o) => return Some(o),
             };
+            let o = self.follow(id, h, stop, &who, None).await;
+            if o.is_none() && stop.why() == RELEASED_BY_BRIDGE {
+                return completion();
+            }
+            return o;
         }
-        let caps = self.remote.capabilities().await;
+        let caps = self.capabilities().await;
         let filter = call
             .params
             .as_deref()
@@ -61,7 +61,7 @@ impl Face {
         }
         honoured.uris = kept;
         // Acknowledge once notifications can flow.
-        if !self.remote.wait_get_stream(LISTEN_SETUP).await {
+        if !self.up.events_ready(LISTEN_SETUP).await {
             debug!("the remote's GET stream is not open: listen {id} may stay silent");
         }
         let uris = honoured.uris.clone();
@@ -74,11 +74,12 @@ impl Face {
             }),
         );
         info!("listen {id} open (served from the 2025 remote's notifications)");
-        let graceful = tokio::select! {
-            biased;
-            _ = token.cancelled() => false,
-            _ = self.stopping.cancelled() => true,
-        };
+        stop.cancelled().await;
+        let graceful = stop.why() == RELEASED_BY_BRIDGE;
+        if let Some(cause) = cancel_cause(stop.why()) {
+            // No call is pending for a listen the bridge serves: the face counts it.
+            self.obs.cancelled(cause);
+        }
         lock(&self.listens).remove(id);
         for uri in uris {
             if self.resource_subs.release(&uri) {
@@ -86,7 +87,11 @@ impl Face {
             }
         }
         info!("listen {id} ended");
-        graceful.then(|| Outcome::Result(jsonrpc::raw(&completion_result(&hid))))
+        if graceful {
+            completion()
+        } else {
+            None
+        }
     }
 
     /// `resources/subscribe` (or unsubscribe) on the 2025 remote; true when it succeeded.
@@ -104,9 +109,8 @@ impl Face {
                 ..CallCtx::modern()
             },
         };
-        let (tx, _rx) = mpsc::channel(1);
-        let o = tokio::time::timeout(LISTEN_SETUP, self.remote.call(call, tx)).await;
-        let ok = matches!(o, Ok(Outcome::Result(_)));
+        let o = self.own_call(call, LISTEN_SETUP).await;
+        let ok = matches!(o, Some(Outcome::Result(_)));
         if ok {
             info!("{method} {uri} on the remote");
         } else {
@@ -123,7 +127,7 @@ impl Face {
             "resources/unsubscribe" => Some(false),
             _ => return None,
         };
-        if self.remote.era().await != Some(Era::Modern) {
+        if self.era().await != Some(Era::Modern) {
             return None;
         }
         let empty = || Some(Outcome::Result(jsonrpc::raw("{}")));
@@ -184,7 +188,7 @@ impl Face {
     /// backoff when it ends; closed (dropped) at shutdown.
     pub(super) async fn held_listen(self: Arc<Self>) {
         const FIRST: Duration = Duration::from_millis(500);
-        let caps = self.remote.capabilities().await;
+        let caps = self.capabilities().await;
         let mut backoff = FIRST;
         loop {
             let uris: Vec<String> = lock(&self.held.uris).iter().cloned().collect();
@@ -206,28 +210,35 @@ impl Face {
                 "holding a listen on the remote for the 2025 host ({} resources)",
                 uris.len()
             );
-            let mut r = self.start(call);
             let opened = std::time::Instant::now();
             let mut acked = false;
-            let ended = loop {
-                tokio::select! {
-                    biased;
-                    _ = self.stopping.cancelled() => {
-                        debug!("closing the listen held on the remote");
-                        return;
+            let o = match self.start(call).await {
+                Err(o) => Ok(o),
+                Ok(mut r) => {
+                    let ended = loop {
+                        tokio::select! {
+                            biased;
+                            _ = self.stopping.cancelled() => {
+                                debug!("closing the listen held on the remote");
+                                r.set_cancel_reason(RELEASED_BY_BRIDGE);
+                                return;
+                            }
+                            _ = self.held.resubscribe.notified() => break None,
+                            Some(ev) = r.events.recv() => self.held_event(ev, &mut acked).await,
+                            o = &mut r.outcome => break Some(o),
+                        }
+                    };
+                    let Some(o) = ended else {
+                        r.set_cancel_reason(RELEASED_BY_BRIDGE);
+                        backoff = FIRST;
+                        continue;
+                    };
+                    while let Ok(ev) = r.events.try_recv() {
+                        self.held_event(ev, &mut acked).await;
                     }
-                    _ = self.held.resubscribe.notified() => break None,
-                    Some(ev) = r.events.recv() => self.held_event(ev, &mut acked).await,
-                    o = &mut r.task => break Some(o),
+                    o
                 }
             };
-            let Some(o) = ended else {
-                backoff = FIRST;
-                continue;
-            };
-            while let Ok(ev) = r.events.try_recv() {
-                self.held_event(ev, &mut acked).await;
-            }
             if let Ok(Outcome::Error(e)) = &o {
                 if protocol::error_code(e) == Some(code::METHOD_NOT_FOUND) {
                     warn!("the remote does not support subscriptions/listen: no notifications for the host");
@@ -241,7 +252,7 @@ impl Face {
                 Ok(Outcome::Result(_)) => "the remote ended it".to_owned(),
                 Ok(Outcome::Error(e)) => format!("error {}", e.get()),
                 Ok(Outcome::Failed(e)) => e.to_string(),
-                Err(e) => format!("internal: {e}"),
+                Err(_) => "internal: the call ended without an answer".to_owned(),
             };
             if acked && opened.elapsed() > Duration::from_secs(30) {
                 backoff = FIRST;

@@ -1,4 +1,6 @@
-//! The stdio face (`connect`): one host on our stdin/stdout. Reads newline-delimited JSON-RPC,
+//! The stdio face (`connect`): one host on our stdin/stdout, in front of a `SharedUpstream`
+//! (the core's `Upstream` trait; today `RemoteUpstream::start_for_host`, never a concrete
+//! upstream). Reads newline-delimited JSON-RPC,
 //! writes only MCP messages to stdout (one writer task; logs go to stderr), serves a 2025 host
 //! (`initialize`, then a session-like lifecycle) and a 2026 host (per-request `_meta`) alike,
 //! restores the host's ids on every answer, carries host cancellations to the upstream (by
@@ -43,7 +45,8 @@
 //! its `-32042` translated for a 2026 host, counted at the remote as the error it was).
 //!
 //! Layout: this file holds the face, `serve` and line handling (requests, notifications,
-//! responses, initialize); `park` runs calls and their rounds (park, resume, ask the host),
+//! responses, initialize); `park` runs calls and their rounds (park via `crate::era::park`,
+//! resume, the host's side of `crate::era::rounds`),
 //! `listen` the listens and the held listen, `events` the forwarding of call events and
 //! server requests.
 
@@ -53,20 +56,23 @@ mod park;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{mpsc, oneshot, watch, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::call::{Call, CallCtx, CallEvent, Outcome};
+use crate::call::{
+    Call, CallCtx, CallEvent, CallHandle, Outcome, SharedUpstream, UpstreamEvent, UpstreamInfo,
+    RELEASED_BY_BRIDGE,
+};
 use crate::era::mrtr::{self, ParkStore, StateSigner};
 use crate::era::notifications::{Honoured, ResourceSubs};
 use crate::error::BridgeError;
@@ -74,7 +80,6 @@ use crate::face::stdio_observe::{HostObserver, Tracked};
 use crate::framing::{single_line, Line, LineDecoder};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::protocol::{self, Era};
-use crate::upstream::remote::Remote;
 
 /// What the host told us in `initialize` (2025 host), stamped onto its calls for a 2026 remote.
 #[derive(Default)]
@@ -94,16 +99,28 @@ const PRINCIPAL: &str = "stdio-host";
 /// Most calls parked at once for a 2026 host's input.
 const MAX_PARKED: usize = 256;
 
-/// A remote call running in its own task, so that it can be parked while a 2026 host gathers
-/// input. Dropping it cancels the call at the remote.
-struct Running {
-    events: mpsc::Receiver<CallEvent>,
-    task: tokio::task::JoinHandle<Outcome>,
+/// How long the face waits for the upstream to be known (its era probe) before a call.
+const UPSTREAM_WAIT: Duration = Duration::from_secs(60);
+
+/// How a host request is stopped early, and why: the reason is handed to its upstream call
+/// (whose handle counts the cancellation when it drops it unanswered); where no call is
+/// pending, the face counts it itself.
+#[derive(Clone, Default)]
+struct Stop {
+    token: CancellationToken,
+    why: Arc<OnceLock<&'static str>>,
 }
 
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.task.abort();
+impl Stop {
+    fn cancel(&self, why: &'static str) {
+        let _ = self.why.set(why);
+        self.token.cancel();
+    }
+    async fn cancelled(&self) {
+        self.token.cancelled().await
+    }
+    fn why(&self) -> &'static str {
+        self.why.get().copied().unwrap_or("client cancelled")
     }
 }
 
@@ -120,7 +137,7 @@ struct ParkCtx {
 }
 
 /// A host's answer to one of our input requests: its result, or its error.
-type HostAnswer = Result<Box<RawValue>, Box<RawValue>>;
+type HostAnswer = crate::era::rounds::Answer;
 
 /// Who a call's traffic goes to, and what it may receive.
 #[derive(Default)]
@@ -145,11 +162,11 @@ impl Who {
 
 /// A host request in flight.
 struct Inflight {
-    token: CancellationToken,
+    stop: Stop,
     /// Its logLevel rank (2026 host), to route untargeted log messages.
     log_rank: Option<usize>,
-    /// A 2026 host's listen: ended by `stopping` at shutdown (with its completion result), so
-    /// that its token means the host cancelled it.
+    /// A 2026 host's listen: released by the bridge at shutdown (and answered with its
+    /// completion result) rather than cancelled.
     listen: bool,
 }
 
@@ -179,7 +196,7 @@ const MAX_HOST_URIS: usize = 1000;
 const LISTEN_SETUP: Duration = Duration::from_secs(10);
 
 struct Face {
-    remote: Arc<Remote>,
+    up: SharedUpstream,
     out: mpsc::Sender<Bytes>,
     host: Mutex<Host>,
     /// Host request id (exact JSON text) → its call.
@@ -197,7 +214,7 @@ struct Face {
     /// Our id for an input request of a 2026 remote sent to a 2025 host → its waiter.
     input_waits: Mutex<HashMap<String, oneshot::Sender<HostAnswer>>>,
     signer: StateSigner,
-    parked: ParkStore<Running>,
+    parked: ParkStore<CallHandle>,
     tracker: TaskTracker,
     obs: HostObserver,
 }
@@ -209,8 +226,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// Serve the host on `input`/`output` until the host closes `input` or `shutdown` fires,
 /// counting its requests and the bridge's answers with `obs`.
 pub async fn serve<R, W>(
-    remote: Arc<Remote>,
-    mut server_events: mpsc::Receiver<CallEvent>,
+    up: SharedUpstream,
     input: R,
     output: W,
     max_line: usize,
@@ -222,8 +238,10 @@ pub async fn serve<R, W>(
 {
     let (out, out_rx) = mpsc::channel::<Bytes>(256);
     let writer = tokio::spawn(write_loop(output, out_rx));
+    // Subscribed before the host's first line: nothing the upstream sends is missed.
+    let server_events = up.subscribe();
     let face = Arc::new(Face {
-        remote,
+        up,
         out,
         host: Mutex::new(Host::default()),
         inflight: Mutex::new(HashMap::new()),
@@ -250,25 +268,19 @@ pub async fn serve<R, W>(
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_secs(5)).await;
-                for p in face.parked.take_expired() {
+                for mut p in face.parked.take_expired() {
                     info!(
                         "a {} waiting for the host's input expired: cancelled",
                         p.method
                     );
-                    face.obs.cancelled("timeout");
+                    // Counted by the handle as it drops.
+                    p.handle.set_cancel_reason("timeout");
                 }
             }
         })
     };
-    // Traffic from the remote that belongs to no call (2025 GET stream).
-    let events_task = {
-        let face = Arc::clone(&face);
-        tokio::spawn(async move {
-            while let Some(ev) = server_events.recv().await {
-                face.forward_event(ev).await;
-            }
-        })
-    };
+    // Traffic from the upstream that belongs to no call (a 2025 remote's GET stream).
+    let events_task = tokio::spawn(forward_events(Arc::clone(&face), server_events));
     let mut lines = FramedRead::new(input, LineDecoder::new(max_line));
     loop {
         let next = tokio::select! {
@@ -299,25 +311,43 @@ pub async fn serve<R, W>(
         }
     }
     // End the listens (with their completion results), cancel what is still running (each
-    // cancellation reaches the remote), then end the session and flush stdout.
+    // cancellation reaches the upstream and is counted where it lands), then flush stdout.
+    // The upstream itself is stopped by whoever started it.
     face.stopping.cancel();
     for (_, c) in lock(&face.inflight).drain() {
-        if !c.listen {
-            c.token.cancel();
-            face.obs.cancelled("shutdown");
-        }
+        c.stop.cancel(if c.listen {
+            RELEASED_BY_BRIDGE
+        } else {
+            "shutdown"
+        });
     }
     sweeper.abort();
-    for _ in face.parked.take_all() {
-        face.obs.cancelled("shutdown");
+    for mut p in face.parked.take_all() {
+        p.handle.set_cancel_reason("shutdown");
     }
     lock(&face.input_waits).clear();
     face.tracker.close();
     let _ = tokio::time::timeout(Duration::from_secs(5), face.tracker.wait()).await;
-    face.remote.shutdown().await;
     events_task.abort();
     drop(face);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
+
+/// Carry the upstream's traffic that belongs to no call to the host, until it ends.
+async fn forward_events(face: Arc<Face>, mut rx: broadcast::Receiver<UpstreamEvent>) {
+    loop {
+        let ev = match rx.recv().await {
+            Ok(ev) => ev,
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                warn!("{n} messages from the upstream were lost (the host reads too slowly)");
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => break,
+        };
+        if let Some(ev) = call_event(&ev) {
+            face.forward_event(ev).await;
+        }
+    }
 }
 
 async fn write_loop<W: AsyncWrite + Unpin>(mut w: W, mut rx: mpsc::Receiver<Bytes>) {
@@ -460,7 +490,7 @@ impl Face {
                 tool: None,
             }
         };
-        let token = CancellationToken::new();
+        let stop = Stop::default();
         let listen = modern && method == "subscriptions/listen";
         {
             let mut inflight = lock(&self.inflight);
@@ -473,7 +503,7 @@ impl Face {
             inflight.insert(
                 id.clone(),
                 Inflight {
-                    token: token.clone(),
+                    stop: stop.clone(),
                     // Never log messages on a listen.
                     log_rank: Who::of(&ctx).log_rank.filter(|_| !listen),
                     listen,
@@ -487,7 +517,7 @@ impl Face {
         };
         let me = Arc::clone(self);
         self.tracker.spawn(async move {
-            me.run_call(t, id, call, token).await;
+            me.run_call(t, id, call, stop).await;
         });
     }
 
@@ -520,11 +550,16 @@ impl Face {
             "the host speaks 2025 ({})",
             requested.as_deref().unwrap_or("no version")
         );
-        self.remote.set_host_init(p);
         let me = Arc::clone(self);
         self.tracker.spawn(async move {
-            let o = me.remote.host_initialize(requested).await;
-            if matches!(o, Outcome::Result(_)) && me.remote.era().await == Some(Era::Modern) {
+            let (o, era) = match me.up.host_initialize(params, UPSTREAM_WAIT).await {
+                Ok(info) => (
+                    initialize_answer(&info, requested.as_deref()),
+                    Some(info.era),
+                ),
+                Err(e) => (Outcome::Failed(e), None),
+            };
+            if era == Some(Era::Modern) {
                 // Notifications flow once the host has its answer (bounded wait).
                 let mut acks = me.held.acks.subscribe();
                 let before = *acks.borrow_and_update();
@@ -550,20 +585,19 @@ impl Face {
                 match lock(&self.inflight).remove(&rid) {
                     Some(c) => {
                         info!("the host cancelled request {rid}");
-                        c.token.cancel();
-                        self.obs.cancelled("client_notification");
+                        // Counted where the cancellation lands (the call's handle, or the
+                        // face when no call is pending).
+                        c.stop.cancel("client cancelled");
                     }
                     None => debug!("cancellation for unknown request {rid} ignored"),
                 }
             }
             "notifications/initialized" => {}
             m => {
-                let m = m.to_owned();
-                let params = env.params.map(ToOwned::to_owned);
-                let remote = Arc::clone(&self.remote);
-                self.tracker.spawn(async move {
-                    remote.notify(&m, params.as_deref()).await;
-                });
+                let frame = jsonrpc::notification(m, env.params.map(RawValue::get));
+                if let Err(e) = self.up.send_notification(frame) {
+                    debug!("{m} not delivered to the upstream: {e}");
+                }
             }
         }
     }
@@ -584,15 +618,92 @@ impl Face {
             debug!("a response from the host for an unknown id was dropped");
             return;
         };
-        let result = env.result.map(ToOwned::to_owned);
-        let error = env.error.map(ToOwned::to_owned);
-        let remote = Arc::clone(&self.remote);
-        self.tracker.spawn(async move {
-            remote
-                .respond(&remote_id, result.as_deref(), error.as_deref())
-                .await;
-        });
+        self.respond_upstream(&remote_id, env.result, env.error);
     }
+
+    /// Hand the upstream an answer to one of its requests (under its own id).
+    fn respond_upstream(&self, id: &RawValue, result: Option<&RawValue>, error: Option<&RawValue>) {
+        let frame = match (result, error) {
+            (Some(r), _) => jsonrpc::result(id.get(), r.get()),
+            (None, Some(e)) => jsonrpc::error_raw(Some(id.get()), e.get()),
+            (None, None) => return,
+        };
+        if let Err(e) = self.up.send_response(frame) {
+            debug!("an answer for the upstream was not delivered: {e}");
+        }
+    }
+
+    /// The upstream's era, once its probe answered (None: it cannot be reached).
+    async fn era(&self) -> Option<Era> {
+        self.up.info(UPSTREAM_WAIT).await.ok().map(|i| i.era)
+    }
+
+    /// The upstream's server capabilities (null when unknown).
+    async fn capabilities(&self) -> serde_json::Value {
+        match self.up.info(UPSTREAM_WAIT).await {
+            Ok(i) => i.capabilities(),
+            Err(_) => serde_json::Value::Null,
+        }
+    }
+
+    /// Start a call at the upstream (the outcome to answer when it cannot start).
+    async fn start(&self, call: Call) -> Result<CallHandle, Outcome> {
+        self.up
+            .call(call, UPSTREAM_WAIT)
+            .await
+            .map_err(Outcome::Failed)
+    }
+
+    /// A call the bridge makes for itself, awaited for at most `limit` (None: no answer in
+    /// time; the call is released without counting a cancellation).
+    async fn own_call(&self, call: Call, limit: Duration) -> Option<Outcome> {
+        let mut h = match tokio::time::timeout(limit, self.start(call)).await {
+            Ok(Ok(h)) => h,
+            Ok(Err(o)) => return Some(o),
+            Err(_) => return None,
+        };
+        match tokio::time::timeout(limit, &mut h.outcome).await {
+            Ok(Ok(o)) => Some(o),
+            _ => {
+                h.set_cancel_reason(RELEASED_BY_BRIDGE);
+                None
+            }
+        }
+    }
+}
+
+/// A 2025 host's `InitializeResult`: a 2025 upstream's own (its session was opened with the
+/// host's params), or one built from a 2026 upstream's `server/discover` result.
+fn initialize_answer(info: &UpstreamInfo, requested: Option<&str>) -> Outcome {
+    match (info.era, &info.initialize) {
+        (Era::Legacy, Some(init)) => Outcome::Result(jsonrpc::raw(init.get())),
+        _ => {
+            let version = protocol::negotiate_legacy(requested);
+            let src = info.discover.as_deref().or(info.initialize.as_deref());
+            Outcome::Result(jsonrpc::raw(&crate::era::lifecycle::initialize_from(
+                src, version,
+            )))
+        }
+    }
+}
+
+/// An upstream event as the call events the face forwards (None: nothing for the host).
+fn call_event(ev: &UpstreamEvent) -> Option<CallEvent> {
+    let frame = match ev {
+        UpstreamEvent::Notification(f) | UpstreamEvent::ServerRequest { frame: f, .. } => f,
+        UpstreamEvent::Restarted => return None,
+    };
+    let env = Envelope::parse(frame).ok()?;
+    let params = env.params.map(ToOwned::to_owned);
+    let method = env.method().to_owned();
+    Some(match env.id {
+        Some(id) => CallEvent::ServerRequest {
+            id: id.to_owned(),
+            method,
+            params,
+        },
+        None => CallEvent::Notification { method, params },
+    })
 }
 
 /// The `clientCapabilities` a 2026 request declared in its `_meta`.
@@ -610,10 +721,6 @@ fn url_required_for_modern(o: Outcome, caps: Option<&RawValue>) -> Outcome {
         Some(Err(obj)) => Outcome::Error(jsonrpc::raw(&obj)),
         None => o,
     }
-}
-
-fn internal_error(msg: &str) -> Outcome {
-    refused(code::INTERNAL_ERROR, msg)
 }
 
 /// The face's own error for a request (counted as the bridge's).

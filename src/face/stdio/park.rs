@@ -1,22 +1,22 @@
 //! Calls of the stdio face and their multi-round trips: running and driving a call, parking it
-//! when the host must answer first, resuming it, the 2025 rounds and asking the host.
+//! when the host must answer first (the rules are `crate::era::park`), resuming it, and the
+//! host's side of a 2025 host's input rounds (the driver is `crate::era::rounds`).
 
 use std::sync::Arc;
 
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use serde_json::Value;
-use tokio::sync::{mpsc, oneshot};
-use tokio_util::sync::CancellationToken;
+use tokio::sync::oneshot;
 use tracing::{debug, info};
 
 use super::{
-    client_caps, internal_error, lock, refused, url_required_for_modern, Face, ParkCtx, Running,
-    Who, PRINCIPAL,
+    client_caps, lock, refused, url_required_for_modern, Face, ParkCtx, Stop, Who, PRINCIPAL,
 };
-use crate::call::{Call, CallEvent, Outcome, EVENT_QUEUE};
-use crate::era::mrtr::{self, Parked};
-use crate::face::respond::input_required_result;
-use crate::face::rounds::MAX_ROUNDS;
+use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
+use crate::era::mrtr;
+use crate::era::park::{self, input_required_result};
+use crate::era::rounds::{self, RoundsFace, Waited};
 use crate::face::stdio_observe::Tracked;
 use crate::jsonrpc::{self, code, Fields};
 use crate::protocol::Era;
@@ -24,14 +24,8 @@ use crate::protocol::Era;
 impl Face {
     /// Run one call: forward its events while it runs, then its answer (or nothing, if the
     /// host cancelled it).
-    pub(super) async fn run_call(
-        self: Arc<Self>,
-        t: Tracked,
-        id: String,
-        call: Call,
-        token: CancellationToken,
-    ) {
-        let outcome = self.drive(&id, call, &token).await;
+    pub(super) async fn run_call(self: Arc<Self>, t: Tracked, id: String, call: Call, stop: Stop) {
+        let outcome = self.drive(&id, call, &stop).await;
         lock(&self.inflight).remove(&id);
         if let Some(o) = outcome {
             self.reply(t, &id, o).await;
@@ -42,27 +36,30 @@ impl Face {
         self: &Arc<Self>,
         id: &str,
         call: Call,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Option<Outcome> {
         let who = Who::of(&call.ctx);
         if who.modern {
             if call.method == "subscriptions/listen" {
-                return self.listen(id, call, token).await;
+                return self.listen(id, call, stop).await;
             }
             if let Some(level) = call.ctx.log_level {
-                if self.remote.era().await == Some(Era::Legacy) {
-                    self.remote.ensure_log_level(level).await;
+                if self.era().await == Some(Era::Legacy) {
+                    self.up.ensure_log_level(level).await;
                 }
             }
         } else if let Some(o) = self.legacy_host_local(&call).await {
             return Some(o);
         }
         if !mrtr::is_mrtr_method(&call.method) {
-            let r = self.start(call);
-            return self.follow(id, r, token, &who, None).await;
+            let h = match self.start(call).await {
+                Ok(h) => h,
+                Err(o) => return Some(o),
+            };
+            return self.follow(id, h, stop, &who, None).await;
         }
         if !who.modern {
-            return self.rounds(id, call, token).await;
+            return self.rounds(id, call, stop).await;
         }
         let state = call
             .params
@@ -70,10 +67,10 @@ impl Face {
             .and_then(Fields::parse)
             .and_then(|f| f.get("requestState").map(ToOwned::to_owned))
             .and_then(|s| serde_json::from_str::<String>(s.get()).ok());
-        let legacy_remote = self.remote.era().await == Some(Era::Legacy);
+        let legacy_remote = self.era().await == Some(Era::Legacy);
         match state {
             Some(state) if self.signer.is_ours(&state) => {
-                return self.resume(id, call, &state, token).await;
+                return self.resume(id, call, &state, stop).await;
             }
             // Nobody behind a 2025 remote can have minted it (serve answers the same); toward
             // a 2026 remote it is the remote's own, or another bridge's further on: untouched.
@@ -102,20 +99,12 @@ impl Face {
             park_id: None,
         };
         let caps = park.caps.clone();
-        let r = self.start(call);
-        let o = self.follow(id, r, token, &who, Some(park)).await;
+        let h = match self.start(call).await {
+            Ok(h) => h,
+            Err(o) => return Some(o),
+        };
+        let o = self.follow(id, h, stop, &who, Some(park)).await;
         o.map(|o| url_required_for_modern(o, caps.as_deref()))
-    }
-
-    /// Start a call at the remote in its own task.
-    pub(super) fn start(self: &Arc<Self>, call: Call) -> Running {
-        let (etx, events) = mpsc::channel(EVENT_QUEUE);
-        let remote = Arc::clone(&self.remote);
-        // Tracked, so that shutdown waits for the cancellations of dropped calls to go out.
-        let task = self
-            .tracker
-            .spawn(async move { remote.call(call, etx).await });
-        Running { events, task }
     }
 
     /// Forward a running call's events until its answer (None: the host cancelled it). With
@@ -123,8 +112,8 @@ impl Face {
     pub(super) async fn follow(
         self: &Arc<Self>,
         id: &str,
-        mut r: Running,
-        token: &CancellationToken,
+        mut r: CallHandle,
+        stop: &Stop,
         who: &Who,
         park: Option<ParkCtx>,
     ) -> Option<Outcome> {
@@ -136,15 +125,17 @@ impl Face {
         let outcome = loop {
             let step = tokio::select! {
                 biased;
-                _ = token.cancelled() => Step::Cancelled,
+                _ = stop.cancelled() => Step::Cancelled,
                 Some(ev) = r.events.recv() => Step::Event(ev),
-                o = &mut r.task => Step::Done(o.unwrap_or_else(|e| {
-                    refused(code::INTERNAL_ERROR, &format!("internal: {e}"))
+                o = &mut r.outcome => Step::Done(o.unwrap_or_else(|_| {
+                    refused(code::INTERNAL_ERROR, "internal: the call ended without an answer")
                 })),
             };
             match step {
                 Step::Cancelled => {
-                    debug!("request {id} cancelled by the host");
+                    debug!("request {id} stopped ({})", stop.why());
+                    // The handle counts the cancellation as it drops, if still pending.
+                    r.set_cancel_reason(stop.why());
                     return None;
                 }
                 Step::Done(o) => break o,
@@ -173,11 +164,11 @@ impl Face {
     /// `input_required` (Err gives the call back when nothing could be asked).
     pub(super) async fn try_park(
         self: &Arc<Self>,
-        mut r: Running,
+        mut r: CallHandle,
         p: &ParkCtx,
         who: &Who,
         first: (Box<RawValue>, String, Option<Box<RawValue>>),
-    ) -> Result<Outcome, Running> {
+    ) -> Result<Outcome, CallHandle> {
         let mut asked = vec![first];
         while let Ok(ev) = r.events.try_recv() {
             match ev {
@@ -185,66 +176,31 @@ impl Face {
                 ev @ CallEvent::Notification { .. } => self.forward_call_event(ev, who).await,
             }
         }
-        let mut waiting = Vec::new();
-        for (rid, method, params) in asked {
-            let declared = mrtr::required_capability(&method, params.as_deref())
-                .is_some_and(|need| mrtr::capability_declared(p.caps.as_deref(), need));
-            if declared {
-                let key = format!("input{}", waiting.len() + 1);
-                waiting.push((key, rid, method, params));
-            } else {
-                info!("the 2025 remote sent {method}, which this 2026 request did not declare");
-                let msg = format!(
-                    "the client did not declare the capability {method} needs in this request"
-                );
-                self.answer_remote_error(rid, code::METHOD_NOT_FOUND, &msg);
-            }
-        }
-        if waiting.is_empty() {
-            return Err(r);
-        }
-        let park_id = p.park_id.unwrap_or_else(|| self.parked.next_id());
-        let round = p.round + 1;
-        let state = self.signer.sign(
-            park_id,
-            round,
-            mrtr::INPUT_TTL,
-            PRINCIPAL,
-            &p.method,
-            &p.digest,
-        );
-        let body = input_required_result(&waiting, &state);
-        let parked = Parked {
-            handle: r,
-            waiting,
-            round,
-            principal: PRINCIPAL.to_owned(),
-            method: p.method.clone(),
-            digest: p.digest.clone(),
-            expires: std::time::Instant::now() + mrtr::INPUT_TTL,
+        let site = park::Site {
+            signer: &self.signer,
+            caps: p.caps.as_deref(),
+            principal: PRINCIPAL,
+            method: &p.method,
+            digest: &p.digest,
+            round: p.round,
+            park_id: p.park_id,
+            ttl: mrtr::INPUT_TTL,
         };
-        if let Err(back) = self.parked.put(park_id, parked) {
-            for (_, rid, method, _) in back.waiting {
-                let msg = format!("mcp-bridge cannot hold more calls waiting for input ({method})");
-                self.answer_remote_error(rid, code::INTERNAL_ERROR, &msg);
-            }
-            return Err(back.handle);
+        let parking = park::park(&self.parked, &site, r, asked);
+        if parking.undeclared > 0 {
+            info!(
+                "the 2025 remote asked a 2026 request for {} input(s) it did not declare: refused",
+                parking.undeclared
+            );
         }
-        debug!("{} parked as {park_id} (round {round})", p.method);
+        for f in parking.refusals {
+            if let Err(e) = self.up.send_response(f) {
+                debug!("a refusal for the upstream was not delivered: {e}");
+            }
+        }
+        let body = parking.answer?;
+        debug!("{} parked (round {})", p.method, p.round + 1);
         Ok(Outcome::Result(jsonrpc::raw(&body)))
-    }
-
-    pub(super) fn answer_remote_error(
-        self: &Arc<Self>,
-        remote_id: Box<RawValue>,
-        c: i64,
-        msg: &str,
-    ) {
-        let err = jsonrpc::raw(&jsonrpc::error_object(c, msg, None));
-        let remote = Arc::clone(&self.remote);
-        self.tracker.spawn(async move {
-            remote.respond(&remote_id, None, Some(&err)).await;
-        });
     }
 
     /// A 2026 host retries a parked call: its answers go to the remote under the remote's
@@ -254,7 +210,7 @@ impl Face {
         id: &str,
         call: Call,
         state: &str,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Option<Outcome> {
         let bad = |msg: String| Some(refused(code::INVALID_PARAMS, &msg));
         let params = call.params.as_deref();
@@ -281,7 +237,7 @@ impl Face {
         let mut still = Vec::new();
         for (key, rid, m, p) in parked.waiting.drain(..) {
             match answers.as_ref().and_then(|a| a.get(&key)) {
-                Some(v) => self.remote.respond(&rid, Some(v), None).await,
+                Some(v) => self.respond_upstream(&rid, Some(v), None),
                 None => still.push((key, rid, m, p)),
             }
         }
@@ -313,135 +269,75 @@ impl Face {
             return Some(Outcome::Result(jsonrpc::raw(&body)));
         }
         let who = Who::of(&call.ctx);
-        self.follow(id, parked.handle, token, &who, Some(park))
-            .await
+        self.follow(id, parked.handle, stop, &who, Some(park)).await
     }
 
-    /// A 2025 host's call to a 2026 remote: `input_required` results become requests to the
-    /// host; the remote is retried with the answers and the exact `requestState`.
+    /// A 2025 host's call to a 2026 remote: its input rounds (`crate::era::rounds`), with the
+    /// host asked on stdout.
     pub(super) async fn rounds(
         self: &Arc<Self>,
         id: &str,
         call: Call,
-        token: &CancellationToken,
+        stop: &Stop,
     ) -> Option<Outcome> {
-        let base: Value = call
-            .params
-            .as_deref()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        let mut params = call.params;
-        for round in 0..=MAX_ROUNDS {
-            let r = self.start(Call {
-                method: call.method.clone(),
-                params: params.take(),
-                ctx: call.ctx.clone(),
-            });
-            let outcome = self.follow(id, r, token, &Who::default(), None).await?;
-            let Outcome::Result(res) = &outcome else {
-                return Some(outcome);
-            };
-            let Some(f) = Fields::parse(res) else {
-                return Some(outcome);
-            };
-            if f.get("resultType").map(RawValue::get) != Some("\"input_required\"") {
-                return Some(outcome);
-            }
-            if round == MAX_ROUNDS {
-                return Some(internal_error(&format!(
-                    "the server asked for input more than {MAX_ROUNDS} times; giving up"
-                )));
-            }
-            let state = f.get("requestState").map(ToOwned::to_owned);
-            let answers = match f.get("inputRequests") {
-                Some(reqs) => match self.ask_host(reqs, token).await {
-                    Ok(a) => a,
-                    Err(o) => return o,
-                },
-                None => serde_json::Map::new(),
-            };
-            // Retry: the original params + inputResponses + the exact requestState, new id.
-            let mut next = base.clone();
-            if let Some(o) = next.as_object_mut() {
-                if !answers.is_empty() {
-                    o.insert("inputResponses".into(), Value::Object(answers));
-                }
-                if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
-                    o.insert("requestState".into(), st);
-                }
-            }
-            params = Some(jsonrpc::raw(&next.to_string()));
-        }
-        None
-    }
-
-    /// Send each input request to the 2025 host and collect its answers (Err: stop with this
-    /// outcome, or with none if the host cancelled the call).
-    pub(super) async fn ask_host(
-        self: &Arc<Self>,
-        reqs: &RawValue,
-        token: &CancellationToken,
-    ) -> Result<serde_json::Map<String, Value>, Option<Outcome>> {
-        let Some(reqs) = mrtr::input_requests(reqs) else {
-            return Err(Some(internal_error(
-                "the server's inputRequests is not an object",
-            )));
-        };
         let caps = lock(&self.host).caps.clone();
-        if let Some(r) = reqs
-            .iter()
-            .find(|r| !mrtr::may_ask(caps.as_deref(), &r.method, r.params))
-        {
-            return Err(Some(internal_error(&format!(
-                "the server asked for {}, which the client did not declare",
-                r.method
-            ))));
-        }
-        let mut waits = Vec::new();
-        for r in &reqs {
-            let m = &r.method;
-            let ours = mrtr::mint_request_id();
-            let (tx, rx) = oneshot::channel();
-            lock(&self.input_waits).insert(ours.clone(), tx);
-            debug!("asking the host {m} as {ours} for the 2026 remote");
-            // URL elicitation needs an elicitationId in 2025-11-25 (see crate::era::mrtr).
-            let params = r.legacy_params();
-            self.send(jsonrpc::request(
-                &ours,
-                m,
-                params.as_deref().map(RawValue::get),
-            ))
-            .await;
-            waits.push((r.key.to_string(), ours, rx));
-        }
-        let mut answers = serde_json::Map::new();
-        let mut failed = None;
-        for (key, ours, rx) in waits {
-            if failed.is_some() {
-                lock(&self.input_waits).remove(&ours);
-                continue;
-            }
-            let got = tokio::select! {
-                a = rx => a.ok(),
-                _ = token.cancelled() => None,
-            };
-            lock(&self.input_waits).remove(&ours);
-            match got {
-                Some(Ok(v)) => {
-                    answers.insert(key, serde_json::from_str(v.get()).unwrap_or(Value::Null));
+        let side = HostRounds {
+            face: self,
+            id,
+            stop,
+            caps,
+        };
+        rounds::drive(&side, &call.method, call.params.as_deref(), &call.ctx).await
+    }
+}
+
+/// The stdio face's side of a 2025 host's input rounds: requests go to stdout, answers come
+/// back as the host's responses (`input_waits`), and each may take `mrtr::INPUT_TTL`.
+struct HostRounds<'a> {
+    face: &'a Arc<Face>,
+    id: &'a str,
+    stop: &'a Stop,
+    /// What the host declared at `initialize`.
+    caps: Option<Box<RawValue>>,
+}
+
+impl RoundsFace for HostRounds<'_> {
+    fn caller_caps(&self) -> Option<&RawValue> {
+        self.caps.as_deref()
+    }
+    fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
+        Box::pin(self.face.start(call))
+    }
+    fn follow(&self, h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {
+        Box::pin(async move {
+            let who = Who::default();
+            self.face.follow(self.id, h, self.stop, &who, None).await
+        })
+    }
+    fn expect_answer(&self, id: &str) -> oneshot::Receiver<rounds::Answer> {
+        let (tx, rx) = oneshot::channel();
+        lock(&self.face.input_waits).insert(id.to_owned(), tx);
+        rx
+    }
+    fn forget_answer(&self, id: &str) {
+        lock(&self.face.input_waits).remove(id);
+    }
+    fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
+        Box::pin(async move { self.face.out.send(frame).await.is_ok() })
+    }
+    fn wait_answer(&self, rx: oneshot::Receiver<rounds::Answer>) -> BoxFuture<'_, Waited> {
+        Box::pin(async move {
+            tokio::select! {
+                a = rx => a.map_or(Waited::Cancelled, Waited::Answer),
+                _ = tokio::time::sleep(mrtr::INPUT_TTL) => Waited::TimedOut,
+                _ = self.stop.cancelled() => {
+                    // No call is pending while the host is asked: the face counts it.
+                    if let Some(cause) = cancel_cause(self.stop.why()) {
+                        self.face.obs.cancelled(cause);
+                    }
+                    Waited::Cancelled
                 }
-                Some(Err(e)) => {
-                    failed = Some(Some(internal_error(&format!(
-                        "the client answered the server's request with an error: {}",
-                        e.get()
-                    ))));
-                }
-                None => failed = Some(None),
             }
-        }
-        match failed {
-            Some(f) => Err(f),
-            None => Ok(answers),
-        }
+        })
     }
 }

@@ -260,8 +260,10 @@ impl Upstream for ChildUpstream {
     fn tool_headers(&self, tool: &str) -> Vec<(String, String)> {
         ChildUpstream::tool_headers(self, tool)
     }
-    fn ensure_log_level(&self, level: &'static str) {
-        ChildUpstream::ensure_log_level(self, level)
+    fn ensure_log_level(&self, level: &'static str) -> BoxFuture<'_, ()> {
+        // Written to the child's stdin before any later call: nothing to wait for.
+        ChildUpstream::ensure_log_level(self, level);
+        Box::pin(async {})
     }
     fn stop(&self) {
         ChildUpstream::stop(self)

@@ -4,8 +4,9 @@
 //! and 2025 server requests become `CallEvent`s), keeps a 2025 session (re-initialise on 404,
 //! GET stream, `Last-Event-ID` resumption, DELETE at the end), sends the 2026 mirror headers
 //! (`Mcp-Param-*` from the tool list), and turns every transport fault into a JSON-RPC error for
-//! the call it hit. For the face's translations across eras it tells the remote's era and
-//! capabilities, whether the 2025 GET stream is open (a listen is acknowledged once it is), and
+//! the call it hit. For the faces' translations across eras (through `RemoteUpstream`) it
+//! tells the remote's era and probe result, whether the 2025 GET stream is open (a listen is
+//! acknowledged once it is), opens a 2025 session with a host's `initialize` params, and
 //! keeps a 2025 session's log level (lowered with `logging/setLevel` once per change for 2026
 //! hosts). A `subscriptions/listen` is exempt from `--request-timeout`.
 //!
@@ -52,7 +53,7 @@ use tracing::{debug, info, warn};
 use crate::call::{Call, CallEvent, Outcome};
 use crate::jsonrpc;
 use crate::metrics::Metrics;
-use crate::protocol::{self, Era};
+use crate::protocol::Era;
 use crate::upstream::observe::RemoteObserver;
 
 use self::fault::chain;
@@ -191,44 +192,16 @@ impl Remote {
         }))
     }
 
-    pub fn origin(&self) -> &str {
-        &self.origin
-    }
-
     fn mint(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// The remote's era (found on first use); None when it cannot be reached.
-    pub async fn era(&self) -> Option<Era> {
-        match self.mode().await {
-            Ok(Mode::Modern) => Some(Era::Modern),
-            Ok(Mode::Legacy { .. }) => Some(Era::Legacy),
-            Err(f) => {
-                debug!("remote era unknown: {}", f.reason());
-                None
-            }
+    /// The remote's era if it is known already (no probe).
+    pub fn known_era(&self) -> Option<Era> {
+        match self.mode.get()? {
+            Mode::Modern => Some(Era::Modern),
+            Mode::Legacy { .. } => Some(Era::Legacy),
         }
-    }
-
-    /// The remote's server capabilities: from its `InitializeResult` (2025, opening the
-    /// session if needed) or its `server/discover` result (2026). Null when unreachable.
-    pub async fn capabilities(self: &Arc<Self>) -> serde_json::Value {
-        let init = match self.mode().await {
-            Ok(Mode::Legacy { version }) => match self.ensure_session(&version).await {
-                Ok(s) => s.init_result.get().to_owned(),
-                Err(_) => return serde_json::Value::Null,
-            },
-            Ok(Mode::Modern) => match self.host_initialize(None).await {
-                Outcome::Result(r) => r.get().to_owned(),
-                _ => return serde_json::Value::Null,
-            },
-            Err(_) => return serde_json::Value::Null,
-        };
-        serde_json::from_str::<serde_json::Value>(&init)
-            .ok()
-            .and_then(|mut v| v.get_mut("capabilities").map(serde_json::Value::take))
-            .unwrap_or(serde_json::Value::Null)
     }
 
     /// Wait (at most `limit`) until the 2025 GET stream is open or known to be unavailable;
@@ -273,30 +246,6 @@ impl Remote {
     /// Keep the host's `initialize` params: a 2025 remote is initialised with them.
     pub fn set_host_init(&self, params: Option<&RawValue>) {
         *self.init_params.lock().unwrap_or_else(|p| p.into_inner()) = params.map(ToOwned::to_owned);
-    }
-
-    /// Answer a 2025 host's `initialize`: from the remote's own `InitializeResult` (2025
-    /// remote) or from its `server/discover` result (2026 remote).
-    pub async fn host_initialize(self: &Arc<Self>, requested: Option<String>) -> Outcome {
-        let mode = match self.mode().await {
-            Ok(m) => m,
-            Err(f) => return self.fault_outcome(&f),
-        };
-        match mode {
-            Mode::Legacy { version } => match self.ensure_session(&version).await {
-                Ok(s) => Outcome::Result(jsonrpc::raw(s.init_result.get())),
-                Err(f) => self.fault_outcome(&f),
-            },
-            Mode::Modern => {
-                let d = match self.discover_result().await {
-                    Ok(d) => d,
-                    Err(o) => return o,
-                };
-                let version = protocol::negotiate_legacy(requested.as_deref());
-                let r = crate::era::lifecycle::initialize_from(Some(&d), version);
-                Outcome::Result(jsonrpc::raw(&r))
-            }
-        }
     }
 
     /// The 2026 remote's `server/discover` result (cached once known).
@@ -384,6 +333,7 @@ mod tests {
     use super::fault::{classify_connect, Fault};
     use super::probe::discover_from_init;
     use super::*;
+    use crate::protocol;
 
     #[test]
     fn connect_errors_are_classified() {

@@ -1,0 +1,356 @@
+//! A 2025 caller's call to a 2026 upstream, written once for both faces: an `input_required`
+//! result becomes real requests to the caller (ids the bridge mints, `mcpb-N`, from
+//! [`mint_request_id`]); with every answer in, the upstream is retried with `inputResponses`
+//! and the exact `requestState` under a new id, at most [`MAX_ROUNDS`] times.
+//!
+//! The rules live here: the capability gate (every input request is checked against what the
+//! caller declared at `initialize` with [`may_ask`] before any is sent, so that a caller is
+//! never asked half of a round), the bound on rounds, the id scheme, the `inputResponses`
+//! keys, URL elicitation's `elicitationId` (`InputRequest::legacy_params`) and the errors a
+//! caller gets. What differs by transport is behind [`RoundsFace`]: how a round's call is
+//! started and followed (the HTTP face restores progress tokens and keeps a call deadline; the
+//! stdio face routes to its host), how a request reaches the caller, and how long an answer may
+//! take.
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::call::{Call, CallCtx, CallHandle, Outcome};
+use crate::era::mrtr::{input_requests, may_ask, mint_request_id};
+use crate::error::BridgeError;
+use crate::jsonrpc::{self, code, Fields};
+
+/// Most `input_required` rounds one call may go through.
+pub const MAX_ROUNDS: u32 = 10;
+
+/// A caller's answer to one of the bridge's requests: its result, or its error object.
+pub type Answer = Result<Box<RawValue>, Box<RawValue>>;
+
+/// How the wait for one answer ended.
+pub enum Waited {
+    Answer(Answer),
+    /// The caller cancelled the call (or went away): the call gets no answer.
+    Cancelled,
+    /// The face's bound on the call ran out first.
+    TimedOut,
+}
+
+/// What a face supplies to the rounds driver for one call.
+pub trait RoundsFace: Send + Sync {
+    /// The capabilities the caller declared (its `initialize`), the gate before asking.
+    fn caller_caps(&self) -> Option<&RawValue>;
+    /// Why this call cannot carry requests to its caller at all, if it cannot.
+    fn cannot_ask(&self) -> Option<&'static str> {
+        None
+    }
+    /// Start one round's call at the upstream (Err: the outcome to answer with).
+    fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>>;
+    /// Follow a started call to its outcome, forwarding its events to the caller (None: stop
+    /// without an answer; the caller cancelled or is gone).
+    fn follow(&self, h: CallHandle) -> BoxFuture<'_, Option<Outcome>>;
+    /// Register interest in the answer to the bridge's request `id`.
+    fn expect_answer(&self, id: &str) -> oneshot::Receiver<Answer>;
+    /// Drop the interest in `id` (answered, abandoned).
+    fn forget_answer(&self, id: &str);
+    /// Send a request frame to the caller; false when the caller cannot be reached.
+    fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool>;
+    /// Wait for one answer, within the face's bound and its caller's cancellation.
+    fn wait_answer(&self, rx: oneshot::Receiver<Answer>) -> BoxFuture<'_, Waited>;
+}
+
+/// The bridge's own error for the call (counted as the bridge's).
+fn failed(c: i64, msg: String) -> Outcome {
+    Outcome::Failed(BridgeError::Refused {
+        code: c,
+        message: msg,
+    })
+}
+
+/// Run `method` with `params` for a 2025 caller through every `input_required` round (None:
+/// no answer is owed, the caller cancelled or went away).
+pub async fn drive(
+    face: &dyn RoundsFace,
+    method: &str,
+    params: Option<&RawValue>,
+    ctx: &CallCtx,
+) -> Option<Outcome> {
+    let base: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    let mut next = Some(params.map_or_else(|| jsonrpc::raw("{}"), ToOwned::to_owned));
+    for round in 0..=MAX_ROUNDS {
+        let call = Call {
+            method: method.to_owned(),
+            params: next.take(),
+            ctx: ctx.clone(),
+        };
+        let h = match face.start(call).await {
+            Ok(h) => h,
+            Err(o) => return Some(o),
+        };
+        let outcome = face.follow(h).await?;
+        let Outcome::Result(res) = &outcome else {
+            return Some(outcome);
+        };
+        let Some(f) = Fields::parse(res) else {
+            return Some(outcome);
+        };
+        if f.get("resultType").map(RawValue::get) != Some("\"input_required\"") {
+            return Some(outcome);
+        }
+        if round == MAX_ROUNDS {
+            return Some(failed(
+                code::INTERNAL_ERROR,
+                format!("the server asked for input more than {MAX_ROUNDS} times; giving up"),
+            ));
+        }
+        let answers = match f.get("inputRequests") {
+            Some(reqs) => match ask(face, reqs).await? {
+                Ok(a) => a,
+                Err(o) => return Some(o),
+            },
+            None => Answers::new(),
+        };
+        // Retry: the original params + inputResponses + the exact requestState, a new id.
+        let mut p = base.clone();
+        if let Some(o) = p.as_object_mut() {
+            if !answers.is_empty() {
+                o.insert("inputResponses".into(), Value::Object(answers));
+            }
+            let state = f.get("requestState");
+            if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
+                o.insert("requestState".into(), st);
+            }
+        }
+        next = Some(jsonrpc::raw(&p.to_string()));
+    }
+    None
+}
+
+type Answers = serde_json::Map<String, Value>;
+
+/// Ask the caller every input request of one round and collect the answers by key. None: no
+/// answer is owed; Some(Err): answer the call with this outcome.
+async fn ask(face: &dyn RoundsFace, reqs: &RawValue) -> Option<Result<Answers, Outcome>> {
+    let bail = |c, msg: String| Some(Err(failed(c, msg)));
+    let Some(reqs) = input_requests(reqs) else {
+        return bail(
+            code::INTERNAL_ERROR,
+            "the server's inputRequests is not an object".into(),
+        );
+    };
+    if let Some(why) = face.cannot_ask() {
+        return bail(code::INTERNAL_ERROR, why.into());
+    }
+    // The gate first, for the whole round: nothing is asked if anything may not be.
+    let caps = face.caller_caps();
+    if let Some(r) = reqs.iter().find(|r| !may_ask(caps, &r.method, r.params)) {
+        return bail(
+            code::INTERNAL_ERROR,
+            format!(
+                "the server asked for {}, which the client did not declare",
+                r.method
+            ),
+        );
+    }
+    let mut waits: Vec<(String, String, oneshot::Receiver<Answer>)> = Vec::new();
+    for r in &reqs {
+        let id = mint_request_id();
+        let rx = face.expect_answer(&id);
+        let params = r.legacy_params();
+        let frame = jsonrpc::request(&id, &r.method, params.as_deref().map(RawValue::get));
+        tracing::debug!("asking the client {} as {id}", r.method);
+        if !face.send_request(frame).await {
+            face.forget_answer(&id);
+            for (_, id, _) in &waits {
+                face.forget_answer(id);
+            }
+            return None;
+        }
+        waits.push((r.key.to_string(), id, rx));
+    }
+    let mut answers = Answers::new();
+    let mut end = None;
+    for (key, id, rx) in waits {
+        if end.is_some() {
+            face.forget_answer(&id);
+            continue;
+        }
+        let got = face.wait_answer(rx).await;
+        face.forget_answer(&id);
+        match got {
+            Waited::Answer(Ok(v)) => {
+                answers.insert(key, serde_json::from_str(v.get()).unwrap_or(Value::Null));
+            }
+            Waited::Answer(Err(e)) => {
+                end = Some(bail(
+                    code::INTERNAL_ERROR,
+                    format!(
+                        "the client answered the server's request with an error: {}",
+                        e.get()
+                    ),
+                ));
+            }
+            Waited::TimedOut => {
+                end = Some(bail(
+                    code::UPSTREAM_UNAVAILABLE,
+                    "no answer from the client before the call timed out".into(),
+                ));
+            }
+            Waited::Cancelled => end = Some(None),
+        }
+    }
+    match end {
+        Some(e) => e,
+        None => Some(Ok(answers)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+    use crate::call::{sinks, Cancel, CancelOnDrop};
+
+    struct NoCancel;
+    impl Cancel for NoCancel {
+        fn pending(&self) -> bool {
+            false
+        }
+        fn cancel(&self, _: &str) -> bool {
+            false
+        }
+    }
+
+    /// Answers each round with the next scripted result; answers every request it is sent
+    /// with `{"ok": <its id>}`.
+    #[derive(Default)]
+    struct Scripted {
+        caps: Option<Box<RawValue>>,
+        results: Mutex<VecDeque<&'static str>>,
+        /// The params each round was started with.
+        started: Mutex<Vec<String>>,
+        /// The request frames sent to the caller.
+        sent: Mutex<Vec<Value>>,
+        waiting: Mutex<Vec<(String, oneshot::Sender<Answer>)>>,
+    }
+
+    impl RoundsFace for Scripted {
+        fn caller_caps(&self) -> Option<&RawValue> {
+            self.caps.as_deref()
+        }
+        fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
+            let p = call.params.map(|p| p.get().to_owned()).unwrap_or_default();
+            self.started.lock().unwrap().push(p);
+            let r = self.results.lock().unwrap().pop_front().unwrap_or("{}");
+            let (s, events, outcome) = sinks();
+            let _ = s.outcome.send(Outcome::Result(jsonrpc::raw(r)));
+            let metrics = Arc::new(crate::metrics::Metrics::new());
+            let control = Box::new(CancelOnDrop::new(Arc::new(NoCancel), 1, metrics));
+            Box::pin(async move { Ok(CallHandle::new(events, outcome, control)) })
+        }
+        fn follow(&self, mut h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {
+            Box::pin(async move { (&mut h.outcome).await.ok() })
+        }
+        fn expect_answer(&self, id: &str) -> oneshot::Receiver<Answer> {
+            let (tx, rx) = oneshot::channel();
+            self.waiting.lock().unwrap().push((id.to_owned(), tx));
+            rx
+        }
+        fn forget_answer(&self, _: &str) {}
+        fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
+            let v: Value = serde_json::from_slice(&frame).unwrap();
+            let id = v["id"].to_string();
+            self.sent.lock().unwrap().push(v);
+            let mut w = self.waiting.lock().unwrap();
+            if let Some(i) = w.iter().position(|(k, _)| *k == id) {
+                let (_, tx) = w.remove(i);
+                let _ = tx.send(Ok(jsonrpc::raw(&format!("{{\"ok\":{id}}}"))));
+            }
+            Box::pin(async { true })
+        }
+        fn wait_answer(&self, rx: oneshot::Receiver<Answer>) -> BoxFuture<'_, Waited> {
+            Box::pin(async move { rx.await.map_or(Waited::Cancelled, Waited::Answer) })
+        }
+    }
+
+    const TWO_INPUTS: &str = r#"{"resultType":"input_required","requestState":"st-1",
+        "inputRequests":{"a":{"method":"elicitation/create","params":{"message":"m"}},
+                         "b":{"method":"sampling/createMessage","params":{"messages":[]}}}}"#;
+
+    fn legacy_ctx() -> CallCtx {
+        CallCtx {
+            client_era: crate::protocol::Era::Legacy,
+            ..CallCtx::modern()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_with_an_undeclared_capability_asks_nothing() {
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS])),
+            ..Default::default()
+        };
+        let o = drive(
+            &face,
+            "tools/call",
+            Some(&jsonrpc::raw("{}")),
+            &legacy_ctx(),
+        )
+        .await;
+        let Some(Outcome::Failed(e)) = o else {
+            panic!("the call must fail, got {o:?}")
+        };
+        assert!(e.to_string().contains("sampling/createMessage"), "{e}");
+        // Not even the declared elicitation went out: the gate holds for the whole round.
+        assert!(face.sent.lock().unwrap().is_empty());
+        assert_eq!(face.started.lock().unwrap().len(), 1);
+    }
+
+    #[tokio::test]
+    async fn answers_go_back_by_key_with_the_exact_state_under_minted_ids() {
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{},"sampling":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS, r#"{"content":[]}"#])),
+            ..Default::default()
+        };
+        let params = jsonrpc::raw(r#"{"name":"t"}"#);
+        let o = drive(&face, "tools/call", Some(&params), &legacy_ctx()).await;
+        assert!(matches!(o, Some(Outcome::Result(_))), "{o:?}");
+        let sent = face.sent.lock().unwrap();
+        assert_eq!(sent.len(), 2);
+        for m in sent.iter() {
+            let id = m["id"].as_str().unwrap();
+            assert!(id.starts_with("mcpb-"), "{m}");
+        }
+        let started = face.started.lock().unwrap();
+        assert_eq!(started[0], r#"{"name":"t"}"#);
+        let retry: Value = serde_json::from_str(&started[1]).unwrap();
+        assert_eq!(retry["name"], "t");
+        assert_eq!(retry["requestState"], "st-1");
+        let ids: Vec<&str> = sent.iter().map(|m| m["id"].as_str().unwrap()).collect();
+        assert_eq!(retry["inputResponses"]["a"]["ok"], ids[0]);
+        assert_eq!(retry["inputResponses"]["b"]["ok"], ids[1]);
+    }
+
+    #[tokio::test]
+    async fn rounds_are_bounded() {
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{},"sampling":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS; MAX_ROUNDS as usize + 2])),
+            ..Default::default()
+        };
+        let o = drive(&face, "tools/call", None, &legacy_ctx()).await;
+        let Some(Outcome::Failed(e)) = o else {
+            panic!("the call must fail, got {o:?}")
+        };
+        assert!(e.to_string().contains("more than"), "{e}");
+        assert_eq!(face.started.lock().unwrap().len(), MAX_ROUNDS as usize + 1);
+    }
+}
