@@ -306,9 +306,9 @@ async fn undeclared_capability_is_never_asked_of_a_2025_session_of_serve() {
     })
     .await;
     let url = format!("http://{modern}/mcp");
-    let b = common::Bridge::serve(&["--port", "0", "--upstream", &url]).await;
-    let c = common::client();
-    let s = common::Session::open_with_caps(&c, &b.url, json!({})).await;
+    let b = Bridge::serve(&["--port", "0", "--upstream", &url]).await;
+    let c = client();
+    let s = Session::open_with_caps(&c, &b.url, json!({})).await;
     let r = s
         .request(
             json!("c1"),

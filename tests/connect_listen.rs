@@ -482,9 +482,9 @@ async fn held_listen_asks_only_for_offered_list_changes_on_both_faces() {
 
     // serve, a 2025 session's GET stream.
     let before = seen.lock().unwrap().len();
-    let b = common::Bridge::serve(&["--port", "0", "--upstream", &url]).await;
-    let c = common::client();
-    let s = common::Session::open(&c, &b.url).await;
+    let b = Bridge::serve(&["--port", "0", "--upstream", &url]).await;
+    let c = client();
+    let s = Session::open(&c, &b.url).await;
     let get = c
         .get(&s.url)
         .headers(s.headers())

@@ -114,7 +114,7 @@ async fn connect_counts_http_transport_and_jsonrpc_apart() {
     let r = h.response(&json!(1), T);
     assert!(r["result"]["tools"].is_array(), "{r}");
     // Probed and answering: up, as for `serve --upstream`.
-    let t = scrape(&murl).await;
+    let t = scrape(&client(), &murl).await;
     assert_eq!(sample(&t, up), Some(1.0), "{t}");
     for id in 2..5 {
         h.request(
