@@ -4,8 +4,12 @@
 //! call is parked under a signed `requestState` (bound to the caller, method and params
 //! digest, for one round, until its TTL); the others are refused to the upstream with
 //! -32601, and when the store is full every request is refused (-32603) and the call goes on
-//! without input. Faces only deliver what this returns: the body to answer, and the refusal
-//! frames to hand the upstream (`Upstream::send_response`).
+//! without input. Resuming is here too (`resume`): the caller's retry is verified against the
+//! same binding, its `inputResponses` become responses to the upstream under the upstream's
+//! own ids, a partial answer asks again for what is missing (the next round, same parked call),
+//! and a complete one gives the call back to the face to follow to its answer. Faces only
+//! deliver what these return: the body to answer, and the frames to hand the upstream
+//! (`Upstream::send_response`).
 
 use std::time::{Duration, Instant};
 
@@ -117,6 +121,90 @@ pub fn park<H>(store: &ParkStore<H>, site: &Site<'_>, handle: H, asked: Vec<Aske
     }
 }
 
+/// A caller's retry of a parked call: who asks, for what, and what it answered.
+pub struct Retry<'a> {
+    pub signer: &'a StateSigner,
+    /// The `requestState` the caller sent back (already known to be ours).
+    pub state: &'a str,
+    pub principal: &'a str,
+    pub method: &'a str,
+    pub digest: &'a str,
+    /// The retry's `inputResponses` object, if any.
+    pub answers: Option<&'a RawValue>,
+    pub ttl: Duration,
+}
+
+/// What resuming did: the caller's answers, as frames for the face to hand the upstream
+/// (`Upstream::send_response`) before anything else, and what comes next.
+pub struct Resumed<H> {
+    pub to_upstream: Vec<Bytes>,
+    pub next: Next<H>,
+}
+
+/// What the face does after handing on the answers.
+pub enum Next<H> {
+    /// The retry does not resume anything: a message for a -32602 error to the caller.
+    Refused(String),
+    /// Some answers are still missing: the `input_required` body of the next round.
+    Again(String),
+    /// Every answer is in: follow `handle` to the call's answer.
+    Go { handle: H, round: u32, park_id: u64 },
+}
+
+/// Resume the call a retry's `requestState` names (see the module comment).
+pub fn resume<H>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
+    let refused = |msg: String| Resumed {
+        to_upstream: Vec::new(),
+        next: Next::Refused(msg),
+    };
+    let claims = match r.signer.verify(r.state, r.principal, r.method, r.digest) {
+        Ok(c) => c,
+        Err(e) => return refused(format!("cannot resume: {e}")),
+    };
+    let Some(mut parked) = store.take(claims.park) else {
+        return refused(
+            "cannot resume: the call is no longer waiting (answered already, expired, or the \
+             bridge restarted)"
+                .into(),
+        );
+    };
+    if parked.round != claims.round {
+        let _ = store.put(claims.park, parked);
+        return refused("cannot resume: requestState is from an earlier round".into());
+    }
+    let answers = r.answers.and_then(crate::jsonrpc::Fields::parse);
+    let mut to_upstream = Vec::new();
+    let mut still = Vec::new();
+    for (key, id, method, params) in parked.waiting.drain(..) {
+        match answers.as_ref().and_then(|a| a.get(&key)) {
+            Some(v) => to_upstream.push(jsonrpc::result(id.get(), v.get())),
+            None => still.push((key, id, method, params)),
+        }
+    }
+    if still.is_empty() {
+        let next = Next::Go {
+            handle: parked.handle,
+            round: parked.round,
+            park_id: claims.park,
+        };
+        return Resumed { to_upstream, next };
+    }
+    // Some answers are missing: ask again for those (a new round, same parked call).
+    let round = parked.round + 1;
+    let state = r
+        .signer
+        .sign(claims.park, round, r.ttl, r.principal, r.method, r.digest);
+    let body = input_required_result(&still, &state);
+    parked.waiting = still;
+    parked.round = round;
+    parked.expires = Instant::now() + r.ttl;
+    let next = match store.put(claims.park, parked) {
+        Ok(()) => Next::Again(body),
+        Err(_) => Next::Refused("cannot resume: too many calls waiting for input".into()),
+    };
+    Resumed { to_upstream, next }
+}
+
 /// `{"resultType":"input_required","inputRequests":{...},"requestState":"..."}`
 pub fn input_required_result(waiting: &[InputWait], state: &str) -> String {
     let mut reqs = serde_json::Map::new();
@@ -139,4 +227,135 @@ pub fn input_required_result(waiting: &[InputWait], state: &str) -> String {
         "requestState": state,
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        jsonrpc::raw(s)
+    }
+
+    fn elicit(id: u64) -> Asked {
+        (
+            raw(&id.to_string()),
+            "elicitation/create".to_owned(),
+            Some(raw(
+                r#"{"message":"name?","requestedSchema":{"type":"object"}}"#,
+            )),
+        )
+    }
+
+    fn site<'a>(signer: &'a StateSigner, caps: &'a RawValue) -> Site<'a> {
+        Site {
+            signer,
+            caps: Some(caps),
+            principal: "alice",
+            method: "tools/call",
+            digest: "d1",
+            round: 0,
+            park_id: None,
+            ttl: Duration::from_secs(60),
+        }
+    }
+
+    fn retry<'a>(
+        signer: &'a StateSigner,
+        state: &'a str,
+        answers: Option<&'a RawValue>,
+    ) -> Retry<'a> {
+        Retry {
+            signer,
+            state,
+            principal: "alice",
+            method: "tools/call",
+            digest: "d1",
+            answers,
+            ttl: Duration::from_secs(60),
+        }
+    }
+
+    fn state_of(body: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        v["requestState"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn park_then_resume_in_two_rounds() {
+        let (signer, store) = (StateSigner::new(), ParkStore::new(4));
+        let caps = raw(r#"{"elicitation":{}}"#);
+        let p = park(
+            &store,
+            &site(&signer, &caps),
+            "handle",
+            vec![elicit(7), elicit(8)],
+        );
+        assert!(p.refusals.is_empty());
+        let body = p.answer.ok().unwrap();
+        assert!(
+            body.contains(r#""input1""#) && body.contains(r#""input2""#),
+            "{body}"
+        );
+        let st = state_of(&body);
+
+        // Another caller, or another method, resumes nothing, and the call stays parked.
+        let mut other = retry(&signer, &st, None);
+        other.principal = "mallory";
+        assert!(matches!(resume(&store, &other).next, Next::Refused(_)));
+
+        // One answer of two: handed to the upstream under its own id, the other asked again.
+        let one = raw(r#"{"input1":{"action":"accept","content":{"name":"x"}}}"#);
+        let r = resume(&store, &retry(&signer, &st, Some(&one)));
+        assert_eq!(r.to_upstream.len(), 1);
+        assert!(std::str::from_utf8(&r.to_upstream[0])
+            .unwrap()
+            .contains(r#""id":7"#));
+        let Next::Again(again) = r.next else {
+            panic!("expected another round")
+        };
+        assert!(
+            again.contains(r#""input2""#) && !again.contains(r#""input1""#),
+            "{again}"
+        );
+
+        // The first round's state is spent; the second's resumes the call.
+        assert!(matches!(
+            resume(&store, &retry(&signer, &st, Some(&one))).next,
+            Next::Refused(_)
+        ));
+        let two = raw(r#"{"input2":{"action":"decline"}}"#);
+        let st2 = state_of(&again);
+        let r = resume(&store, &retry(&signer, &st2, Some(&two)));
+        assert!(std::str::from_utf8(&r.to_upstream[0])
+            .unwrap()
+            .contains(r#""id":8"#));
+        let Next::Go { handle, round, .. } = r.next else {
+            panic!("expected the call back")
+        };
+        assert_eq!((handle, round), ("handle", 2));
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn undeclared_capability_is_refused_to_the_upstream() {
+        let (signer, store) = (StateSigner::new(), ParkStore::new(4));
+        let caps = raw(r#"{"sampling":{}}"#);
+        let p = park(&store, &site(&signer, &caps), 1u8, vec![elicit(3)]);
+        assert_eq!((p.undeclared, p.refusals.len()), (1, 1));
+        assert!(matches!(p.answer, Err(1)));
+        assert!(store.is_empty());
+    }
+
+    #[test]
+    fn a_full_store_refuses_every_request() {
+        let (signer, store) = (StateSigner::new(), ParkStore::new(1));
+        let caps = raw(r#"{"elicitation":{}}"#);
+        assert!(park(&store, &site(&signer, &caps), 1u8, vec![elicit(1)])
+            .answer
+            .is_ok());
+        let p = park(&store, &site(&signer, &caps), 2u8, vec![elicit(2)]);
+        assert!(matches!(p.answer, Err(2)));
+        assert_eq!((p.undeclared, p.refusals.len()), (0, 1));
+    }
 }

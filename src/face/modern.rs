@@ -9,6 +9,7 @@ use serde_json::value::RawValue;
 
 use crate::call::CallCtx;
 use crate::era::mrtr::INPUT_TTL;
+use crate::era::park;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::run::{CallRequest, PostCtx};
 use crate::face::state::App;
@@ -350,52 +351,36 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
     }
     let who = principal(pc);
     let digest = crate::era::mrtr::params_digest(pc.env.params);
-    let claims = match app.signer.verify(&state, &who, method, &digest) {
-        Ok(c) => c,
-        Err(e) => return bad(format!("cannot resume: {e}")),
+    let retry = park::Retry {
+        signer: &app.signer,
+        state: &state,
+        principal: &who,
+        method,
+        digest: &digest,
+        answers: pc.view.get("inputResponses"),
+        ttl: INPUT_TTL,
     };
-    let Some(mut parked) = app.parked.take(claims.park) else {
-        return bad("cannot resume: the call is no longer waiting (answered already, expired, or the server restarted)".into());
-    };
-    if parked.round != claims.round {
-        let _ = app.parked.put(claims.park, parked);
-        return bad("cannot resume: requestState is from an earlier round".into());
-    }
-    let answers = pc.view.get("inputResponses").and_then(Fields::parse);
-    let mut still = Vec::new();
-    for (key, id, m, p) in parked.waiting.drain(..) {
-        match answers.as_ref().and_then(|a| a.get(&key)) {
-            Some(v) => {
-                if let Err(e) = app
-                    .upstream
-                    .send_response(jsonrpc::result(id.get(), v.get()))
-                {
-                    tracing::warn!("could not hand an input response to the child: {e}");
-                }
-            }
-            None => still.push((key, id, m, p)),
+    let resumed = park::resume(&app.parked, &retry);
+    for frame in resumed.to_upstream {
+        if let Err(e) = app.upstream.send_response(frame) {
+            tracing::warn!("could not hand an input response to the upstream: {e}");
         }
     }
-    if !still.is_empty() {
-        // Some answers are missing: ask again for those (a new round, same parked call).
-        let round = parked.round + 1;
-        let st = app
-            .signer
-            .sign(claims.park, round, INPUT_TTL, &who, method, &digest);
-        let body = respond::input_required_result(&still, &st);
-        parked.waiting = still;
-        parked.round = round;
-        parked.expires = std::time::Instant::now() + INPUT_TTL;
-        if app.parked.put(claims.park, parked).is_err() {
-            return bad("cannot resume: too many calls waiting for input".into());
+    match resumed.next {
+        park::Next::Refused(msg) => bad(msg),
+        park::Next::Again(body) => respond::json(StatusCode::OK, jsonrpc::result(rid, &body)),
+        park::Next::Go {
+            handle,
+            round,
+            park_id,
+        } => {
+            app.responder(pc, method, Era::Modern, app.children.clone(), pc.arrived)
+                .with_progress_token(pc.view.meta("progressToken").map(|t| t.to_owned()))
+                .with_mrtr(mrtr_ctx(app, pc, round, Some(park_id)))
+                .respond(handle)
+                .await
         }
-        return respond::json(StatusCode::OK, jsonrpc::result(rid, &body));
     }
-    app.responder(pc, method, Era::Modern, app.children.clone(), pc.arrived)
-        .with_progress_token(pc.view.meta("progressToken").map(|t| t.to_owned()))
-        .with_mrtr(mrtr_ctx(app, pc, parked.round, Some(claims.park)))
-        .respond(parked.handle)
-        .await
 }
 
 /// A `DiscoverResult` built from a 2025 child's `InitializeResult`.

@@ -1,5 +1,5 @@
 //! Calls of the stdio face and their multi-round trips: running and driving a call, parking it
-//! when the host must answer first (the rules are `crate::era::park`), resuming it, and the
+//! when the host must answer first (the rules are `crate::era::park`), resuming it (the rules are `crate::era::park` too), and the
 //! host's side of a 2025 host's input rounds (the driver is `crate::era::rounds`).
 
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use super::{
 };
 use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
 use crate::era::mrtr;
-use crate::era::park::{self, input_required_result};
+use crate::era::park;
 use crate::era::rounds::{self, RoundsFace, Waited};
 use crate::face::stdio_observe::Tracked;
 use crate::jsonrpc::{self, code, Fields};
@@ -212,64 +212,45 @@ impl Face {
         state: &str,
         stop: &Stop,
     ) -> Option<Outcome> {
-        let bad = |msg: String| Some(refused(code::INVALID_PARAMS, &msg));
         let params = call.params.as_deref();
         let digest = mrtr::params_digest(params);
-        let claims = match self.signer.verify(state, PRINCIPAL, &call.method, &digest) {
-            Ok(c) => c,
-            Err(e) => return bad(format!("cannot resume: {e}")),
-        };
-        let Some(mut parked) = self.parked.take(claims.park) else {
-            return bad(
-                "cannot resume: the call is no longer waiting (answered already, \
-                        expired, or the bridge restarted)"
-                    .into(),
-            );
-        };
-        if parked.round != claims.round {
-            let _ = self.parked.put(claims.park, parked);
-            return bad("cannot resume: requestState is from an earlier round".into());
-        }
         let answers = params
             .and_then(Fields::parse)
             .and_then(|f| f.get("inputResponses").map(ToOwned::to_owned));
-        let answers = answers.as_deref().and_then(Fields::parse);
-        let mut still = Vec::new();
-        for (key, rid, m, p) in parked.waiting.drain(..) {
-            match answers.as_ref().and_then(|a| a.get(&key)) {
-                Some(v) => self.respond_upstream(&rid, Some(v), None),
-                None => still.push((key, rid, m, p)),
-            }
-        }
-        let park = ParkCtx {
-            method: call.method.clone(),
-            digest,
-            caps: client_caps(params),
-            round: parked.round,
-            park_id: Some(claims.park),
+        let retry = park::Retry {
+            signer: &self.signer,
+            state,
+            principal: PRINCIPAL,
+            method: &call.method,
+            digest: &digest,
+            answers: answers.as_deref(),
+            ttl: mrtr::INPUT_TTL,
         };
-        if !still.is_empty() {
-            // Some answers are missing: ask again for those (a new round, same parked call).
-            let round = parked.round + 1;
-            let st = self.signer.sign(
-                claims.park,
-                round,
-                mrtr::INPUT_TTL,
-                PRINCIPAL,
-                &park.method,
-                &park.digest,
-            );
-            let body = input_required_result(&still, &st);
-            parked.waiting = still;
-            parked.round = round;
-            parked.expires = std::time::Instant::now() + mrtr::INPUT_TTL;
-            if self.parked.put(claims.park, parked).is_err() {
-                return bad("cannot resume: too many calls waiting for input".into());
+        let resumed = park::resume(&self.parked, &retry);
+        for frame in resumed.to_upstream {
+            if let Err(e) = self.up.send_response(frame) {
+                debug!("an answer for the upstream was not delivered: {e}");
             }
-            return Some(Outcome::Result(jsonrpc::raw(&body)));
         }
-        let who = Who::of(&call.ctx);
-        self.follow(id, parked.handle, stop, &who, Some(park)).await
+        match resumed.next {
+            park::Next::Refused(msg) => Some(refused(code::INVALID_PARAMS, &msg)),
+            park::Next::Again(body) => Some(Outcome::Result(jsonrpc::raw(&body))),
+            park::Next::Go {
+                handle,
+                round,
+                park_id,
+            } => {
+                let ctx = ParkCtx {
+                    method: call.method.clone(),
+                    digest,
+                    caps: client_caps(params),
+                    round,
+                    park_id: Some(park_id),
+                };
+                let who = Who::of(&call.ctx);
+                self.follow(id, handle, stop, &who, Some(ctx)).await
+            }
+        }
     }
 
     /// A 2025 host's call to a 2026 remote: its input rounds (`crate::era::rounds`), with the
