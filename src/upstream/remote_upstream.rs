@@ -191,7 +191,7 @@ impl RemoteUpstream {
 
     fn start_call(&self, call: Call) -> CallHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (s, events, outcome) = sinks();
+        let (s, events, outcome, answered) = sinks();
         // The remote counts its own JSON-RPC errors, tool results and HTTP answers (its
         // observer); this task only carries the outcome to the handle.
         let remote = self.remote.clone();
@@ -205,6 +205,7 @@ impl RemoteUpstream {
             Box::new(CancelOnDrop::new(
                 Arc::new(RemoteCancel(task.abort_handle())),
                 id,
+                answered,
                 self.metrics.clone(),
             )),
         )

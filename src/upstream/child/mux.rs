@@ -137,7 +137,7 @@ impl Proc {
             .as_deref()
             .or(call.params.as_deref().map(RawValue::get));
         let frame = jsonrpc::request(&id_s, &call.method, params);
-        let (s, events, outcome) = sinks();
+        let (s, events, outcome, answered) = sinks();
         let mut pending = lock(&self.pending);
         if let Some(why) = self.ended.get() {
             return Err(ended_error(why));
@@ -176,6 +176,7 @@ impl Proc {
                     id,
                 }),
                 id,
+                answered,
                 metrics.clone(),
             )),
         ))
