@@ -56,6 +56,8 @@ pub struct Counts {
     /// Hang-ups and cancellations hold it shared, a fault exclusively: the child never dies
     /// while a cancellation is on its way (which one came first would be a coin toss).
     pub quiet: tokio::sync::RwLock<()>,
+    /// Requests of the mix made (faults aside).
+    pub executed: AtomicU64,
     /// Requests answered exactly once with their own id.
     pub single: AtomicU64,
     /// Wrong: no answer, several, another request's id or text, an unexpected status.
