@@ -89,10 +89,27 @@ pub enum Outcome {
     Failed(crate::error::BridgeError),
 }
 
-/// Senders kept in the upstream's pending map.
+/// Senders kept in the upstream's pending map. Dropping them (the answer was sent, the call
+/// failed or was cancelled) resolves the call's [`Answered`].
 pub struct CallSinks {
     pub events: mpsc::Sender<CallEvent>,
     pub outcome: oneshot::Sender<Outcome>,
+    _answered: oneshot::Sender<()>,
+}
+
+/// Resolves once the upstream has let go of a call's [`CallSinks`]: nothing of the call is
+/// left to wait for. A detached call's deadline task ends on it instead of sleeping on.
+pub struct Answered(oneshot::Receiver<()>);
+
+impl Answered {
+    /// Has the upstream let go of the call already?
+    fn is_done(&mut self) -> bool {
+        !matches!(self.0.try_recv(), Err(oneshot::error::TryRecvError::Empty))
+    }
+    /// Wait until it does.
+    async fn wait(self) {
+        let _ = self.0.await;
+    }
 }
 
 /// `_meta` entries stamped onto a call, shared by every call of a session.
@@ -102,20 +119,26 @@ pub type StampMeta = Arc<Vec<(String, Box<RawValue>)>>;
 /// notifications (counted), never the final answer.
 pub const EVENT_QUEUE: usize = 64;
 
+/// A call's senders (for the upstream's pending map), its receivers (for its [`CallHandle`])
+/// and its [`Answered`] (for its [`CancelOnDrop`]).
 pub fn sinks() -> (
     CallSinks,
     mpsc::Receiver<CallEvent>,
     oneshot::Receiver<Outcome>,
+    Answered,
 ) {
     let (etx, erx) = mpsc::channel(EVENT_QUEUE);
     let (otx, orx) = oneshot::channel();
+    let (atx, arx) = oneshot::channel();
     (
         CallSinks {
             events: etx,
             outcome: otx,
+            _answered: atx,
         },
         erx,
         orx,
+        Answered(arx),
     )
 }
 
@@ -208,40 +231,68 @@ impl Canceller {
 /// The one `CallControl` every upstream uses: it cancels through the upstream's [`Cancel`]
 /// when dropped (counting the cause), or, once detached, at its deadline (counted as
 /// `timeout`). Upstreams only say how one call is cancelled at their peer.
+///
+/// A detached call that is still running when its handle goes gets one task that waits for
+/// the first of its deadline and its [`Answered`]: nothing of an answered call (the task, the
+/// upstream's `Cancel`, what that holds) outlives its answer.
 pub struct CancelOnDrop {
     cancel: Arc<dyn Cancel>,
     id: u64,
     reason: &'static str,
     detach_until: Option<Instant>,
+    answered: Option<Answered>,
     metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl CancelOnDrop {
-    /// A guard for call `id` (the id its peer sees), cancelled by `cancel`.
-    pub fn new(cancel: Arc<dyn Cancel>, id: u64, metrics: Arc<crate::metrics::Metrics>) -> Self {
+    /// A guard for call `id` (the id its peer sees), cancelled by `cancel`; `answered` is the
+    /// call's, from [`sinks`].
+    pub fn new(
+        cancel: Arc<dyn Cancel>,
+        id: u64,
+        answered: Answered,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Self {
         Self {
             cancel,
             id,
             reason: "client disconnected",
             detach_until: None,
+            answered: Some(answered),
             metrics,
         }
+    }
+
+    /// Let a detached call run on until its deadline or its answer, whichever comes first.
+    fn run_detached(&mut self, deadline: Instant) {
+        let Some(mut answered) = self.answered.take() else {
+            return;
+        };
+        if answered.is_done() || !self.cancel.pending() {
+            return; // answered already: nothing to wait for
+        }
+        // Only spawn when a runtime is there (always, in practice).
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let (cancel, metrics) = (self.cancel.clone(), self.metrics.clone());
+        rt.spawn(async move {
+            tokio::select! {
+                _ = answered.wait() => {}
+                _ = tokio::time::sleep_until(deadline.into()) => {
+                    if cancel.cancel("timeout") {
+                        metrics.cancelled("timeout");
+                    }
+                }
+            }
+        });
     }
 }
 
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         if let Some(deadline) = self.detach_until {
-            // Only spawn when a runtime is there (always, in practice).
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                let (cancel, metrics) = (self.cancel.clone(), self.metrics.clone());
-                rt.spawn(async move {
-                    tokio::time::sleep_until(deadline.into()).await;
-                    if cancel.cancel("timeout") {
-                        metrics.cancelled("timeout");
-                    }
-                });
-            }
+            self.run_detached(deadline);
             return;
         }
         if self.cancel.cancel(self.reason) {
@@ -358,6 +409,94 @@ pub type SharedUpstream = Arc<dyn Upstream>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Mutex;
+
+    /// A peer's call: pending until answered or cancelled; remembers the cancel reason.
+    #[derive(Default)]
+    struct FakeCall {
+        done: AtomicBool,
+        cancelled: Mutex<Option<String>>,
+    }
+
+    impl Cancel for FakeCall {
+        fn pending(&self) -> bool {
+            !self.done.load(Ordering::SeqCst)
+        }
+        fn cancel(&self, reason: &str) -> bool {
+            if self.done.swap(true, Ordering::SeqCst) {
+                return false;
+            }
+            *self.cancelled.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.into());
+            true
+        }
+    }
+
+    fn detached_guard(call: &Arc<FakeCall>, answered: Answered, for_: Duration) -> CancelOnDrop {
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let mut g = CancelOnDrop::new(call.clone(), 1, answered, metrics);
+        g.detach_until(Instant::now() + for_);
+        g
+    }
+
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    /// Let spawned tasks run (bounded) until `cond` holds.
+    async fn settle(cond: impl Fn() -> bool) -> bool {
+        for _ in 0..1000 {
+            if cond() {
+                return true;
+            }
+            tokio::task::yield_now().await;
+        }
+        cond()
+    }
+
+    #[tokio::test]
+    async fn a_detached_call_answered_later_lets_go_of_its_cancel() {
+        let call = Arc::new(FakeCall::default());
+        let (s, _events, _outcome, answered) = sinks();
+        drop(detached_guard(&call, answered, HOUR));
+        // Still running: its deadline task holds the upstream's Cancel.
+        assert!(settle(|| Arc::strong_count(&call) == 2).await);
+        // The upstream answers (its sinks go): the task ends at once, not at the deadline.
+        call.done.store(true, Ordering::SeqCst);
+        {
+            let s = s;
+            let _ = s.outcome.send(Outcome::Result(crate::jsonrpc::raw("{}")));
+        }
+        assert!(
+            settle(|| Arc::strong_count(&call) == 1).await,
+            "the deadline task still holds the call"
+        );
+        assert!(call.cancelled.lock().unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_detached_call_answered_before_its_handle_went_spawns_nothing() {
+        let call = Arc::new(FakeCall::default());
+        let (s, _events, _outcome, answered) = sinks();
+        call.done.store(true, Ordering::SeqCst);
+        drop(s);
+        drop(detached_guard(&call, answered, HOUR));
+        assert_eq!(Arc::strong_count(&call), 1);
+    }
+
+    #[tokio::test]
+    async fn a_detached_call_is_still_cancelled_at_its_deadline() {
+        let call = Arc::new(FakeCall::default());
+        let (_s, _events, _outcome, answered) = sinks();
+        drop(detached_guard(&call, answered, Duration::from_millis(1)));
+        // Bounded wait for the deadline task (not a timing assert: it only has to happen).
+        for _ in 0..500 {
+            if Arc::strong_count(&call) == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(Arc::strong_count(&call), 1);
+        assert_eq!(call.cancelled.lock().unwrap().as_deref(), Some("timeout"));
+    }
 
     #[test]
     fn cancel_causes() {

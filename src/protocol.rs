@@ -137,6 +137,21 @@ pub fn negotiate_legacy(requested: Option<&str>) -> &'static str {
     }
 }
 
+/// Requests the 2026-07-28 revision removed: a 2026 request for one of them is a method the
+/// server does not implement (404 / `-32601` on HTTP), whatever the upstream's era.
+pub const REMOVED_IN_MODERN: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Is `method` a request the 2026-07-28 revision removed?
+pub fn removed_in_modern(method: &str) -> bool {
+    REMOVED_IN_MODERN.contains(&method)
+}
+
 /// Methods whose 2026 requests carry `Mcp-Name`, and the params field it mirrors.
 pub fn name_field(method: &str) -> Option<&'static str> {
     match method {

@@ -188,3 +188,74 @@ async fn oversize_response_fails_bounded() {
     let r = call_modern(&c, &b.url, json!(2), "echo", json!({"text": "next"})).await;
     assert_eq!(r.text(), "next");
 }
+
+/// A 2025 child whose `tools/call` of `close` closes its stdin, then lives on for a while
+/// before it exits: the bridge's writer is gone while the process still runs.
+const STDIN_CLOSER: &str = r#"
+import json, os, sys, time
+for line in sys.stdin:
+    m = json.loads(line)
+    if "id" not in m or "method" not in m:
+        continue
+    meth, rid = m["method"], m["id"]
+    if meth == "initialize":
+        res = {"protocolVersion": m["params"]["protocolVersion"],
+               "capabilities": {"tools": {}}, "serverInfo": {"name": "closer", "version": "1"}}
+        out = {"jsonrpc": "2.0", "id": rid, "result": res}
+    elif meth == "tools/list":
+        out = {"jsonrpc": "2.0", "id": rid, "result": {"tools": [
+            {"name": "close", "inputSchema": {"type": "object"}},
+            {"name": "echo", "inputSchema": {"type": "object"}}]}}
+    elif meth == "tools/call" and m["params"]["name"] == "close":
+        os.close(0)
+        sys.stderr.write("closer: stdin closed\n"); sys.stderr.flush()
+        time.sleep(4)
+        sys.exit(1)
+    elif meth == "tools/call":
+        out = {"jsonrpc": "2.0", "id": rid, "result": {"content": [{"type": "text", "text": "e"}]}}
+    else:
+        out = {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}}
+    sys.stdout.write(json.dumps(out) + "\n"); sys.stdout.flush()
+"#;
+
+/// Calls made while the child can no longer read them are `child_exited`, never `overloaded`
+/// (nothing was full: the child's input was gone).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_to_a_dying_child_are_child_exited_not_overloaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("closer.py");
+    std::fs::write(&script, STDIN_CLOSER).unwrap();
+    let path = script.to_str().unwrap();
+    let b = Bridge::serve(&["--port", "0", "--", "python3", "-u", path]).await;
+    b.wait_ready(Duration::from_secs(20)).await;
+    let c = client();
+    let close = {
+        let (c, url) = (c.clone(), b.url.clone());
+        tokio::spawn(async move { call_modern(&c, &url, json!("close"), "close", json!({})).await })
+    };
+    b.log
+        .expect("closer: stdin closed", Duration::from_secs(10))
+        .await;
+    // While the child lingers, a handful of calls: each needs its own answer.
+    let mut calls = Vec::new();
+    for i in 0..8 {
+        let (c, url) = (c.clone(), b.url.clone());
+        calls.push(tokio::spawn(async move {
+            call_modern(&c, &url, json!(i), "echo", json!({})).await
+        }));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let wait = Duration::from_secs(20);
+    let r = tokio::time::timeout(wait, close)
+        .await
+        .expect("close")
+        .unwrap();
+    assert_child_exited(&r, json!("close"), "the close call");
+    for (i, call) in calls.into_iter().enumerate() {
+        let r = tokio::time::timeout(wait, call)
+            .await
+            .expect("call")
+            .unwrap();
+        assert_child_exited(&r, json!(i), &format!("call {i} to the dying child"));
+    }
+}

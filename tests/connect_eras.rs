@@ -326,3 +326,38 @@ async fn undeclared_capability_is_never_asked_of_a_2025_session_of_serve() {
     let msg = r.last()["error"]["message"].as_str().unwrap_or_default();
     assert!(msg.contains("did not declare"), "{:?}", r.messages);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_host_gets_method_not_found_for_removed_methods() {
+    for era in ["legacy", "modern"] {
+        let serve = Bridge::demo(&["--demo-era", era]).await;
+        let mut h = Host::start(&serve.url, &[]);
+        let removed = [
+            (
+                "initialize",
+                json!({"protocolVersion": "2026-07-28", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}),
+            ),
+            ("ping", json!({})),
+            ("logging/setLevel", json!({"level": "debug"})),
+            ("resources/subscribe", json!({"uri": "demo://readme"})),
+            ("resources/unsubscribe", json!({"uri": "demo://readme"})),
+        ];
+        for (i, (method, mut params)) in removed.into_iter().enumerate() {
+            params["_meta"] = modern_meta();
+            h.request(json!(i), method, params);
+            let r = h.response(&json!(i), T);
+            assert_eq!(r["error"]["code"], -32601, "remote {era}: {method}: {r}");
+        }
+        // Still a working 2026 host afterwards.
+        h.request(
+            json!("ok"),
+            "tools/call",
+            modern_call_params("echo", json!({"text": "x"})),
+        );
+        assert_eq!(text(&h.response(&json!("ok"), T)), "x");
+        h.close_stdin();
+        assert!(h.wait_exit(Duration::from_secs(10)).is_some());
+        h.assert_clean_stdout();
+    }
+}

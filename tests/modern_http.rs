@@ -650,3 +650,68 @@ async fn child_tool_list_change_is_reread() {
         "{line}"
     );
 }
+
+/// Each request 2026 removed, as a correct 2026 client would send it.
+fn removed_requests() -> Vec<Value> {
+    vec![
+        modern_request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": MODERN, "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}),
+        ),
+        modern_request(json!("ping"), "ping", json!({})),
+        modern_request(json!("lvl"), "logging/setLevel", json!({"level": "debug"})),
+        modern_request(
+            json!("sub"),
+            "resources/subscribe",
+            json!({"uri": "demo://readme"}),
+        ),
+        modern_request(
+            json!("unsub"),
+            "resources/unsubscribe",
+            json!({"uri": "demo://readme"}),
+        ),
+    ]
+}
+
+/// Every removed method gets 404 + -32601 and is counted as the bridge's own error.
+async fn removed_methods_are_not_found(b: &Bridge, what: &str) {
+    let c = client();
+    let murl = metrics_url(b).await;
+    for body in removed_requests() {
+        let method = body["method"].as_str().unwrap_or("").to_owned();
+        let r = post_modern(&c, &b.url, &body).await;
+        assert_rpc_error(&r, 404, -32601, &body["id"], &format!("{what}: {method}"));
+        assert!(r.header("mcp-session-id").is_none(), "{what}: {r:?}");
+        let t = scrape(&c, &murl).await;
+        let series = format!(
+            r#"mcp_bridge_jsonrpc_errors_total{{code="-32601",method="{method}",server="default",source="bridge"}}"#
+        );
+        assert_eq!(sample(&t, &series), Some(1.0), "{what}: {series}\n{t}");
+    }
+    // The bridge still serves 2026 calls afterwards.
+    let r = call_modern(&c, &b.url, json!("after"), "echo", json!({"text": "ok"})).await;
+    assert_eq!(r.text(), "ok", "{what}: {r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn removed_methods_are_404_for_every_child_era_and_a_remote() {
+    for era in ["dual", "legacy", "modern"] {
+        let b = Bridge::demo(&["--demo-era", era, "--metrics-listen", "127.0.0.1:0"]).await;
+        b.wait_ready(Duration::from_secs(10)).await;
+        removed_methods_are_not_found(&b, &format!("child era {era}")).await;
+    }
+    let far = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let near = Bridge::serve(&[
+        "--port",
+        "0",
+        "--upstream",
+        &far.url,
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ])
+    .await;
+    near.wait_ready(Duration::from_secs(10)).await;
+    removed_methods_are_not_found(&near, "serve --upstream").await;
+}

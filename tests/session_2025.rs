@@ -9,7 +9,7 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -695,4 +695,73 @@ async fn get_stream_in_front_of_modern_child() {
     }
     let n = got.expect("a notification on the GET stream");
     assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    assert_2025_only(&n);
+}
+
+/// A notification on a 2025 stream carries no 2026-only `_meta` (the bridge's listen id).
+fn assert_2025_only(n: &Value) {
+    assert!(
+        n["params"]["_meta"]
+            .get("io.modelcontextprotocol/subscriptionId")
+            .is_none(),
+        "2026 subscriptionId on a 2025 stream: {n}"
+    );
+}
+
+/// Announce a tools change (bounded retries) until one reaches `sse`.
+async fn until_list_changed(s: &Session, sse: &mut SseReader, base: i64) -> Option<Value> {
+    for i in 0..20 {
+        let r = s
+            .call(json!(base + i), "notify", json!({"kind": "tools"}))
+            .await;
+        if r.text() != "ok" {
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            continue;
+        }
+        if let Ok(Some(n)) =
+            tokio::time::timeout(Duration::from_secs(1), sse.next(Duration::from_secs(2))).await
+        {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// The GET stream outlives a restart of the 2026 child behind it: the bridge holds a listen on
+/// the new child, and its notifications still come in 2025 form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_stream_survives_a_modern_child_restart() {
+    let b = Bridge::demo(&["--demo-era", "modern"]).await;
+    let c = client();
+    let s = Session::open(&c, &b.url).await;
+    let resp = c
+        .get(&s.url)
+        .headers(s.headers())
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    let n = until_list_changed(&s, &mut sse, 10)
+        .await
+        .expect("before the crash");
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    assert_2025_only(&n);
+
+    let r = s.call(json!("crash"), "crash", json!({})).await;
+    assert_eq!(r.error()["data"]["reason"], "child_exited", "{r:?}");
+    let r = echo_until_ok(&c, &b.url, "back", Duration::from_secs(20)).await;
+    assert_eq!(r.text(), "back", "{r:?}");
+
+    let n = until_list_changed(&s, &mut sse, 100)
+        .await
+        .unwrap_or_else(|| {
+            panic!(
+                "the GET stream went silent after the restart; log:\n{}",
+                b.log.dump()
+            )
+        });
+    assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+    assert_2025_only(&n);
 }

@@ -248,10 +248,10 @@ mod tests {
             let p = call.params.map(|p| p.get().to_owned()).unwrap_or_default();
             self.started.lock().unwrap().push(p);
             let r = self.results.lock().unwrap().pop_front().unwrap_or("{}");
-            let (s, events, outcome) = sinks();
+            let (s, events, outcome, answered) = sinks();
             let _ = s.outcome.send(Outcome::Result(jsonrpc::raw(r)));
             let metrics = Arc::new(crate::metrics::Metrics::new());
-            let control = Box::new(CancelOnDrop::new(Arc::new(NoCancel), 1, metrics));
+            let control = Box::new(CancelOnDrop::new(Arc::new(NoCancel), 1, answered, metrics));
             Box::pin(async move { Ok(CallHandle::new(events, outcome, control)) })
         }
         fn follow(&self, mut h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {

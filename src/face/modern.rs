@@ -1,5 +1,6 @@
 //! The 2026-07-28 stateless path of the HTTP face: validate the request's headers against its
-//! body and its required `_meta`, answer `server/discover` for 2025 children, forward the rest;
+//! body and its required `_meta`, refuse the methods 2026 removed (404 / `-32601`, whatever the
+//! upstream's era), answer `server/discover` for 2025 children, forward the rest;
 //! for a 2025 child, park calls that need the client's input and resume them on the retry
 //! (with `crate::face::respond` and `crate::era::mrtr`, which also map URL elicitation).
 
@@ -242,6 +243,20 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     if let Err(r) = validate_view(pc.headers, method, &pc.view, &th) {
         return rpc_error(r.status, id, r.code, &r.message, r.data.as_ref());
     }
+    if protocol::removed_in_modern(method) {
+        // Never forwarded (a 2025 upstream would answer it) nor answered here: 2026 has no
+        // such method, whichever era the upstream speaks.
+        return rpc_error(
+            StatusCode::NOT_FOUND,
+            id,
+            code::METHOD_NOT_FOUND,
+            &format!(
+                "Method not found: {method} was removed in {}",
+                protocol::MODERN
+            ),
+            Some(&json!({ "method": method })),
+        );
+    }
     let info = match info {
         Ok(i) => i,
         Err(e) => {
@@ -255,12 +270,6 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         match method {
             "server/discover" => {
                 return respond::json(StatusCode::OK, jsonrpc::result(rid, &discover_from(&info)));
-            }
-            "ping" => {
-                return respond::json(
-                    StatusCode::OK,
-                    jsonrpc::result(rid, "{\"resultType\":\"complete\"}"),
-                )
             }
             "subscriptions/listen" => return crate::face::listen::listen(app, pc, &info).await,
             _ => {}

@@ -1,8 +1,9 @@
 //! A POST on the MCP endpoint, from bytes to a handler: check the head (`Content-Type`,
 //! `Accept`), read the body under the size limit, parse one JSON-RPC message (no batches),
-//! then classify it by era: `initialize` opens a 2025 session, a 2026-07-28 header or `_meta`
-//! goes to the stateless path (`modern`), an `Mcp-Session-Id` to the session's endpoints
-//! (`session_http`); anything else is told what it lacks.
+//! then classify it by era: a 2026-07-28 header or `_meta` goes to the stateless path (`modern`,
+//! which refuses the methods 2026 removed, `initialize` too), then `initialize` opens a 2025
+//! session and an `Mcp-Session-Id` goes to the session's endpoints (`session_http`); anything
+//! else is told what it lacks.
 //!
 //! It is the only module that turns a request into a `PostCtx`; the handlers it hands over
 //! to never call back into it.
@@ -165,14 +166,15 @@ async fn classify(app: &Arc<App>, ctx: &PostCtx<'_>) -> Response<Body> {
     let pv_header = header_str(h, protocol::H_PROTOCOL_VERSION);
     let method = env.method();
     observe::received(app, kind, method);
-    if method == "initialize" {
-        return answered(app, method, session_http::initialize(app, ctx).await);
-    }
+    // The era check comes first: a 2026 `initialize` is a removed method (404), not a session.
     let has_modern_meta =
         kind == Kind::Request && ctx.view.meta(protocol::META_PROTOCOL_VERSION).is_some();
     if pv_header == Some(protocol::MODERN) || has_modern_meta {
         let r = crate::face::modern::handle(app, ctx).await;
         return answered(app, method, r);
+    }
+    if method == "initialize" {
+        return answered(app, method, session_http::initialize(app, ctx).await);
     }
     if header_str(h, protocol::H_SESSION_ID).is_some() {
         return answered(app, method, session_http::session_post(app, ctx).await);

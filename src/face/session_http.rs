@@ -4,8 +4,10 @@
 //!
 //! The GET stream carries what the upstream sends outside any call. A 2026 upstream has no
 //! such stream, so for a session in front of one the bridge holds a `subscriptions/listen`
-//! call of its own (`start_listen`) and relays its notifications; that call is the bridge's,
-//! released without counting a cancellation. Calls go through `run` like every other POST
+//! call of its own (`start_listen`) and relays its notifications in 2025 form (no `_meta`
+//! subscriptionId); that call is the bridge's, released without counting a cancellation, and
+//! re-issued (with a bounded backoff) when it ends or the child restarts, so the stream never
+//! goes silent while it stays open. Calls go through `run` like every other POST
 //! (or `rounds`, for a 2026 upstream that may ask for input); this module reaches down to
 //! those, `respond`, `session` and the state, never up to `post` or `http`.
 
@@ -387,6 +389,14 @@ async fn next_listen_event(h: &mut Option<CallHandle>) -> Option<CallEvent> {
     }
 }
 
+/// Sleep until `at`; pending forever when there is no `at`.
+async fn sleep_until_some(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// GET on a session: its stream of what the upstream sends outside any call (one per
 /// session). A 2026 client has no GET stream.
 pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
@@ -430,6 +440,8 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
         s,
         modern_child,
         listen,
+        relisten_at: None,
+        relisten_backoff: RELISTEN_FIRST,
         rx,
         stopping: app.stopping.clone(),
         keepalive: app.cfg.keepalive,
@@ -444,6 +456,10 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
     )))
 }
 
+/// The first and the longest wait before a held listen is re-issued after it ended.
+const RELISTEN_FIRST: Duration = Duration::from_millis(100);
+const RELISTEN_MAX: Duration = Duration::from_secs(5);
+
 /// One session's open GET stream. Dropping it (the client went, the session ended, shutdown)
 /// marks the session's stream closed and releases the held listen call.
 struct GetStream {
@@ -451,6 +467,10 @@ struct GetStream {
     modern_child: bool,
     /// The listen call held on a 2026 child for this session (None: none, or it ended).
     listen: Option<CallHandle>,
+    /// When to re-issue the held listen (it ended, or the child restarted).
+    relisten_at: Option<tokio::time::Instant>,
+    /// The wait before the next re-issue: doubles up to `RELISTEN_MAX`, reset by a restart.
+    relisten_backoff: Duration,
     rx: broadcast::Receiver<UpstreamEvent>,
     stopping: CancellationToken,
     keepalive: Duration,
@@ -468,6 +488,8 @@ impl Drop for GetStream {
 enum Then {
     Send(Bytes),
     Skip,
+    /// The upstream restarted: what was held on the old one is gone.
+    Restarted,
     End,
 }
 
@@ -484,6 +506,13 @@ impl GetStream {
                 _ = self.s.resubscribe.notified(), if self.modern_child => {
                     self.listen = None;
                     self.listen = start_listen(&self.s).await;
+                    if self.listen.is_none() {
+                        self.schedule_relisten();
+                    }
+                    continue;
+                }
+                _ = sleep_until_some(self.relisten_at) => {
+                    self.relisten().await;
                     continue;
                 }
                 _ = tokio::time::sleep(self.keepalive) => {
@@ -496,8 +525,40 @@ impl GetStream {
             match self.on_upstream_event(ev) {
                 Then::Send(b) => return Some(b),
                 Then::Skip => continue,
+                Then::Restarted => {
+                    if self.modern_child {
+                        // The old child's listen is gone with it: hold one on the new child.
+                        self.listen = None;
+                        self.relisten_backoff = RELISTEN_FIRST;
+                        self.relisten_at = Some(tokio::time::Instant::now());
+                    }
+                }
                 Then::End => return None,
             }
+        }
+    }
+
+    /// Re-issue the held listen later (bounded backoff).
+    fn schedule_relisten(&mut self) {
+        self.relisten_at = Some(tokio::time::Instant::now() + self.relisten_backoff);
+        self.relisten_backoff = (self.relisten_backoff * 2).min(RELISTEN_MAX);
+    }
+
+    /// Hold a listen on the (new) child again, if it still speaks 2026; try again later when it
+    /// is not ready yet.
+    async fn relisten(&mut self) {
+        self.relisten_at = None;
+        match self.s.upstream.info(Duration::from_secs(5)).await {
+            Ok(i) if i.era != Era::Modern => {
+                self.modern_child = false; // its notifications come on the upstream's stream
+                return;
+            }
+            Ok(_) => {}
+            Err(_) => return self.schedule_relisten(),
+        }
+        self.listen = start_listen(&self.s).await;
+        if self.listen.is_none() {
+            self.schedule_relisten();
         }
     }
 
@@ -507,12 +568,15 @@ impl GetStream {
             Some(CallEvent::Notification { method, params })
                 if method != "notifications/subscriptions/acknowledged" =>
             {
-                let f = jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
+                // A 2025 client knows no subscription ids.
+                let f = crate::era::notifications::untagged(&method, params.as_deref());
                 Some(framing::sse_event(&f))
             }
             Some(_) => None,
             None => {
-                self.listen = None; // the child ended it; re-listen on the next change
+                // The child ended it, or died: hold a new one (a restart also says so).
+                self.listen = None;
+                self.schedule_relisten();
                 None
             }
         }
@@ -539,6 +603,7 @@ impl GetStream {
                 }
                 Then::Send(framing::sse_event(&frame))
             }
+            Ok(UpstreamEvent::Restarted) => Then::Restarted,
             Ok(_) => Then::Skip,
             Err(broadcast::error::RecvError::Lagged(n)) => {
                 warn!(lost = n, "GET stream fell behind; notifications lost");

@@ -268,7 +268,7 @@ impl RemoteUpstream {
 
     fn start_call(&self, call: Call) -> CallHandle {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let (s, events, outcome) = sinks();
+        let (s, events, outcome, signal) = sinks();
         // The remote counts its own JSON-RPC errors, tool results and HTTP answers (its
         // observer); this task only carries the outcome to the handle.
         let remote = self.remote.clone();
@@ -290,6 +290,7 @@ impl RemoteUpstream {
                     answered,
                 }),
                 id,
+                signal,
                 self.metrics.clone(),
             )),
         )

@@ -434,6 +434,18 @@ impl Face {
         let method = env.method().to_owned();
         let t = self.obs.request(&method);
         let params = env.params.map(ToOwned::to_owned);
+        let modern = jsonrpc::meta_field(params.as_deref(), protocol::META_PROTOCOL_VERSION)
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+            .is_some_and(|v| !protocol::is_legacy_version(&v));
+        if modern && protocol::removed_in_modern(&method) {
+            // A 2026 request for a method 2026 removed: not found, whichever era the remote is.
+            let msg = format!(
+                "Method not found: {method} was removed in {}",
+                protocol::MODERN
+            );
+            self.refuse(t, id, code::METHOD_NOT_FOUND, &msg);
+            return;
+        }
         if method == "initialize" {
             self.start_initialize(t, id, params);
             return;
@@ -444,9 +456,6 @@ impl Face {
             tokio::spawn(async move { me.reply(t, &id, pong).await });
             return;
         }
-        let modern = jsonrpc::meta_field(params.as_deref(), protocol::META_PROTOCOL_VERSION)
-            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-            .is_some_and(|v| !protocol::is_legacy_version(&v));
         let ctx = if modern {
             let Ok(level) = protocol::request_log_level(params.as_deref()) else {
                 let msg = "invalid io.modelcontextprotocol/logLevel";

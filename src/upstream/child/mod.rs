@@ -212,7 +212,7 @@ impl ChildUpstream {
     /// Forward a 2025 client's response to a request the child made (the child's own id).
     pub fn send_response(&self, frame: Bytes) -> Result<(), BridgeError> {
         match &*self.inner.state.borrow() {
-            State::Ready(p) => p.stdin.try_send(frame).map_err(|_| BridgeError::Overloaded),
+            State::Ready(p) => p.stdin.try_send(frame).map_err(|e| mux::stdin_error(&e)),
             _ => Err(BridgeError::Unavailable("child restarting".into())),
         }
     }

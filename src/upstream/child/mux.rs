@@ -2,6 +2,9 @@
 //! same number is the call's progress token, so one lookup routes both responses and
 //! progress), starting a call under such an id, cancelling it (also after its handle is gone,
 //! for a detached 2025 call), and failing every call in flight when the process ends.
+//! Once the process has ended (`fail_all`) or its stdin writer has gone, a new call is refused
+//! as `child_exited` rather than queued or reported as overload: a full queue is the only
+//! overload.
 //!
 //! It is the bottom of `upstream::child`: `Proc` knows nothing of supervision or routing, so
 //! the map dies with its process and failing all calls on a crash is a single `drain()`.
@@ -50,6 +53,29 @@ pub(super) struct Proc {
     pub(super) tool_names: RwLock<crate::metrics::ToolNames>,
     /// `tools/list_changed` seen and not yet re-read: 0 none, 1 a refresh runs, >1 one more.
     pub(super) tools_changed: std::sync::atomic::AtomicUsize,
+    /// Why the process's calls were failed (set by `fail_all` under the `pending` lock, so a
+    /// call starting after it is refused instead of waiting for an answer that cannot come).
+    ended: std::sync::OnceLock<String>,
+}
+
+/// The error a call gets from a process whose calls were failed for `why`.
+fn ended_error(why: &str) -> BridgeError {
+    if why == "shutting down" {
+        BridgeError::ShuttingDown
+    } else {
+        BridgeError::ChildExited(why.to_owned())
+    }
+}
+
+/// What a refused frame on the child's stdin queue means: full is overload; closed means the
+/// writer ended because the child's stdin is gone (the child exited or closed it).
+pub(super) fn stdin_error(e: &mpsc::error::TrySendError<Bytes>) -> BridgeError {
+    match e {
+        mpsc::error::TrySendError::Full(_) => BridgeError::Overloaded,
+        mpsc::error::TrySendError::Closed(_) => {
+            BridgeError::ChildExited("its stdin is closed".into())
+        }
+    }
 }
 
 /// Cancels one call in the child after its handle is gone (a detached 2025 call).
@@ -79,6 +105,7 @@ impl Proc {
             tool_headers: RwLock::new(HashMap::new()),
             tool_names: RwLock::new(crate::metrics::ToolNames::default()),
             tools_changed: std::sync::atomic::AtomicUsize::new(0),
+            ended: std::sync::OnceLock::new(),
         }
     }
 
@@ -110,8 +137,12 @@ impl Proc {
             .as_deref()
             .or(call.params.as_deref().map(RawValue::get));
         let frame = jsonrpc::request(&id_s, &call.method, params);
-        let (s, events, outcome) = sinks();
-        lock(&self.pending).insert(
+        let (s, events, outcome, answered) = sinks();
+        let mut pending = lock(&self.pending);
+        if let Some(why) = self.ended.get() {
+            return Err(ended_error(why));
+        }
+        pending.insert(
             id,
             Pending {
                 sinks: Some(s),
@@ -131,9 +162,10 @@ impl Proc {
                 tool: crate::upstream::observe::tool_label(&self.tool_names, &call),
             },
         );
-        if self.stdin.try_send(frame).is_err() {
+        drop(pending);
+        if let Err(e) = self.stdin.try_send(frame) {
             lock(&self.pending).remove(&id);
-            return Err(BridgeError::Overloaded);
+            return Err(stdin_error(&e));
         }
         Ok(CallHandle::new(
             events,
@@ -144,6 +176,7 @@ impl Proc {
                     id,
                 }),
                 id,
+                answered,
                 metrics.clone(),
             )),
         ))
@@ -151,15 +184,14 @@ impl Proc {
 
     /// Fail every call in flight: the process is gone (`why`), or the bridge is shutting down.
     pub(super) fn fail_all(&self, why: &str) {
-        let drained: Vec<Pending> = lock(&self.pending).drain().map(|(_, p)| p).collect();
+        let drained: Vec<Pending> = {
+            let mut pending = lock(&self.pending);
+            let _ = self.ended.set(why.to_owned());
+            pending.drain().map(|(_, p)| p).collect()
+        };
         for p in drained {
             if let Some(s) = p.sinks {
-                let e = if why == "shutting down" {
-                    BridgeError::ShuttingDown
-                } else {
-                    BridgeError::ChildExited(why.to_owned())
-                };
-                let _ = s.outcome.send(Outcome::Failed(e));
+                let _ = s.outcome.send(Outcome::Failed(ended_error(why)));
             }
         }
     }
@@ -183,4 +215,66 @@ impl Proc {
 
 pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::call::CallCtx;
+
+    fn call() -> Call {
+        Call {
+            method: "tools/call".into(),
+            params: None,
+            ctx: CallCtx::modern(),
+        }
+    }
+
+    fn reason(r: &Result<CallHandle, BridgeError>) -> &'static str {
+        r.as_ref().err().map_or("started", BridgeError::reason)
+    }
+
+    #[tokio::test]
+    async fn a_gone_writer_is_child_exited_and_a_full_queue_overload() {
+        let m = Arc::new(Metrics::new());
+        let (tx, rx) = mpsc::channel(1);
+        let p = Arc::new(Proc::new(tx));
+        let first = p.start(1, Era::Modern, call(), false, &m);
+        assert_eq!(reason(&first), "started");
+        // The queue (capacity 1) holds the first frame: the next is overload.
+        assert_eq!(
+            reason(&p.start(2, Era::Modern, call(), false, &m)),
+            "overloaded"
+        );
+        // The writer ends (the child's stdin is gone): that is not overload.
+        drop(rx);
+        assert_eq!(
+            reason(&p.start(3, Era::Modern, call(), false, &m)),
+            "child_exited"
+        );
+        assert!(!lock(&p.pending).contains_key(&3));
+        drop(first);
+    }
+
+    #[tokio::test]
+    async fn a_call_after_the_process_ended_is_refused_not_left_waiting() {
+        let m = Arc::new(Metrics::new());
+        let (tx, _rx) = mpsc::channel(8);
+        let p = Arc::new(Proc::new(tx));
+        let mut before = p.start(1, Era::Modern, call(), false, &m).expect("started");
+        p.fail_all("exited");
+        match before.outcome.try_recv() {
+            Ok(Outcome::Failed(e)) => assert_eq!(e.reason(), "child_exited"),
+            other => panic!("in-flight call: {other:?}"),
+        }
+        // A caller that picked this process before it ended (the race with the supervisor).
+        let after = p.start(2, Era::Modern, call(), false, &m);
+        assert_eq!(reason(&after), "child_exited");
+        assert!(lock(&p.pending).is_empty());
+        let (tx, _rx) = mpsc::channel(8);
+        let stopping = Arc::new(Proc::new(tx));
+        stopping.fail_all("shutting down");
+        let r = stopping.start(3, Era::Modern, call(), false, &m);
+        assert_eq!(reason(&r), "shutting_down");
+    }
 }
