@@ -79,8 +79,10 @@ impl Decoder for LineDecoder {
                     return Ok(Some(Line::Frame(line.freeze())));
                 }
                 None if buf.len() > self.max => {
-                    // Over the limit with no newline in sight: start skipping.
-                    self.head = Bytes::copy_from_slice(&buf[..HEAD.min(buf.len())]);
+                    // Over the limit with no newline in sight: start skipping. Only the first
+                    // `max + 1` bytes are known to be this line's: the buffer may already hold
+                    // the lines behind it (found by fuzz/fuzz_targets/line_decoder.rs).
+                    self.head = Bytes::copy_from_slice(&buf[..HEAD.min(self.max + 1)]);
                     self.discarding = Some(0);
                     continue;
                 }
@@ -452,10 +454,20 @@ mod tests {
             out,
             vec![
                 Line::Frame(Bytes::from_static(b"ok")),
-                Line::Oversize(10, Bytes::from_static(b"0123456")),
+                Line::Oversize(10, Bytes::from_static(b"01234")),
                 Line::Frame(Bytes::from_static(b"next")),
             ]
         );
+    }
+
+    #[test]
+    fn oversize_head_holds_only_its_own_line() {
+        // fuzz/line_decoder: fed whole, the head took the lines behind the long one too,
+        // where the child's oversize-response check could read another response's id.
+        let whole = decode_all(&mut LineDecoder::new(4), &[b"0123456\n{\"id\":5}\n"]);
+        let split = decode_all(&mut LineDecoder::new(4), &[b"0123", b"456\n{\"id\":5}\n"]);
+        assert_eq!(whole, split);
+        assert_eq!(whole[0], Line::Oversize(7, Bytes::from_static(b"01234")));
     }
 
     #[test]

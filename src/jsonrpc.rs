@@ -325,8 +325,16 @@ pub fn rewrite_request_params(
     token: Option<&str>,
     add_meta: &[(&str, &RawValue)],
 ) -> Option<String> {
+    // A quick look spares the parse when no token is named. A key spelled with `\u` escapes
+    // (`progress\u0054oken`) is the same key once parsed, so an escape means "look closer":
+    // a token left unreplaced would route the child's progress by the client's own token,
+    // which may be another client's minted id (found by fuzz/fuzz_targets/jsonrpc_envelope.rs).
     let has_token = params
-        .map(|p| memchr::memmem::find(p.get().as_bytes(), b"progressToken").is_some())
+        .map(|p| {
+            let b = p.get().as_bytes();
+            memchr::memmem::find(b, b"progressToken").is_some()
+                || memchr::memmem::find(b, b"\\u").is_some()
+        })
         .unwrap_or(false);
     if add_meta.is_empty() && !(has_token && token.is_some()) {
         return None;
@@ -487,6 +495,17 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(v["a\"b"], 1);
         assert_eq!(v["_meta"]["progressToken"], 7);
+    }
+
+    #[test]
+    fn escaped_progress_token_key_is_replaced() {
+        // fuzz/jsonrpc_envelope: `progress\u0054oken` is `progressToken`; left as the client
+        // sent it, the child's progress would be routed by a token the bridge never minted.
+        let p = raw(r#"{"a\"b":1,"_meta":{"progress\u0054oken":1}}"#);
+        let out = rewrite_request_params(Some(&p), Some("22"), &[]).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["_meta"]["progressToken"], 22);
+        assert_eq!(v["a\"b"], 1);
     }
 
     #[test]

@@ -362,6 +362,28 @@ impl Verifier {
     }
 }
 
+/// The smallest surface the fuzz targets (`fuzz/`) need: the JWKS parse, and a verifier
+/// that already holds a key set (no file, no network). Not part of the bridge's API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use std::sync::Arc;
+
+    use super::{parse_jwks, Config, Verifier};
+
+    /// How many usable keys a JWKS document holds.
+    pub fn jwks_keys(bytes: &[u8]) -> Result<usize, String> {
+        parse_jwks(bytes).map(|s| s.len())
+    }
+
+    /// A verifier with the keys of `jwks` loaded.
+    pub fn verifier(cfg: Config, jwks: &[u8]) -> Result<Arc<Verifier>, String> {
+        let v = Verifier::new(cfg);
+        let set = parse_jwks(jwks)?;
+        *v.keys.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(set);
+        Ok(v)
+    }
+}
+
 /// Scopes a token grants: `scope` (space-separated, RFC 9068) or `scp` (string or array).
 pub fn scopes(claims: &Value) -> Vec<String> {
     let mut out = Vec::new();

@@ -112,7 +112,9 @@ impl StateSigner {
         Self::with_key(key)
     }
 
-    fn with_key(key: [u8; 32]) -> Self {
+    /// A signer with a given key (`new` draws one from the OS). Public for the fuzz targets,
+    /// which must sign and verify with a key they know.
+    pub fn with_key(key: [u8; 32]) -> Self {
         let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let digest =
             Sha256::digest([b"mcp-bridge requestState key id\n".as_slice(), &key].concat());

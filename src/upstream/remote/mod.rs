@@ -21,10 +21,12 @@
 
 //!
 //! Layout: this file holds the configuration, the `Remote` state and its public API;
-//! `fault` the transport faults, `transport` the HTTP exchange and SSE reading, `probe` era
+//! `fault` the transport faults, `answer` how one answer is read (pure), `transport` the HTTP
+//! exchange and SSE reading, `probe` era
 //! detection and tool header rules, `session` the 2025 session and GET stream, `calls` the
 //! calls, answers, notifications and cancellation.
 
+mod answer;
 mod calls;
 mod fault;
 mod probe;
@@ -322,6 +324,98 @@ impl Remote {
                 }
                 Ok(Err(e)) => debug!("DELETE failed: {}", chain(&e)),
                 Err(_) => debug!("DELETE timed out"),
+            }
+        }
+    }
+}
+
+/// The smallest surface the fuzz targets (`fuzz/`) need: the answer to one POST read from its
+/// parts (status, content type, body chunks) by the functions `transport` uses, without a
+/// socket. Not part of the bridge's API.
+#[doc(hidden)]
+pub mod fuzzing {
+    use bytes::{Bytes, BytesMut};
+    use http::StatusCode;
+
+    use super::answer::{self, Head};
+    use super::fault::Fault;
+    use crate::call::CallEvent;
+    use crate::framing::SseDecoder;
+
+    /// What the exchange made of an answer.
+    #[derive(Debug)]
+    pub struct Read {
+        /// The response frame handed to the call.
+        pub frame: Option<Bytes>,
+        /// Notifications and server requests met in an event stream, in order.
+        pub events: Vec<CallEvent>,
+        /// The fault's accounting reason, when the answer was not usable.
+        pub fault: Option<&'static str>,
+    }
+
+    /// Read an answer as `exchange_once` does (without the 2025 stream resumption).
+    pub fn read_answer(
+        status: u16,
+        content_type: &str,
+        in_session: bool,
+        our_id: Option<u64>,
+        chunks: &[&[u8]],
+        max: usize,
+    ) -> Read {
+        let mut events = Vec::new();
+        let r = read(
+            status,
+            content_type,
+            in_session,
+            our_id,
+            chunks,
+            max,
+            &mut events,
+        );
+        let (frame, fault) = match r {
+            Ok(f) => (f, None),
+            Err(f) => (None, Some(f.reason())),
+        };
+        Read {
+            frame,
+            events,
+            fault,
+        }
+    }
+
+    fn read(
+        status: u16,
+        content_type: &str,
+        in_session: bool,
+        our_id: Option<u64>,
+        chunks: &[&[u8]],
+        max: usize,
+        met: &mut Vec<CallEvent>,
+    ) -> Result<Option<Bytes>, Fault> {
+        let status = StatusCode::from_u16(status).map_err(|_| Fault::Malformed("status".into()))?;
+        match answer::classify(status, content_type, in_session)? {
+            Head::Accepted => Ok(None),
+            Head::Stream => {
+                let Some(id) = our_id else { return Ok(None) };
+                let mut dec = SseDecoder::new(max);
+                for c in chunks {
+                    dec.push(c);
+                    if let Some(f) = answer::drain_sse(&mut dec, Some(id), false, met)? {
+                        return Ok(Some(f));
+                    }
+                }
+                answer::drain_sse(&mut dec, Some(id), true, met)?
+                    .map(Some)
+                    .ok_or_else(|| {
+                        Fault::Broken("the response stream ended without an answer".into())
+                    })
+            }
+            Head::Body => {
+                let mut buf = BytesMut::new();
+                for c in chunks {
+                    answer::append_bounded(&mut buf, c, max)?;
+                }
+                answer::json_answer(status, buf.freeze())
             }
         }
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use http::{HeaderMap, Method, Request, Response, StatusCode};
+use http::{HeaderMap, Method, Request, Response};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -16,11 +16,11 @@ use hyper_util::rt::TokioExecutor;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use super::answer::{self, Head, SseAction};
 use super::fault::{chain, classify_connect, Fault};
 use super::{Answer, HttpClient, Remote, RemoteConfig, Session};
 use crate::call::CallEvent;
 use crate::framing::{SseDecoder, SseItem};
-use crate::jsonrpc::{self, Envelope, Kind};
 use crate::protocol;
 
 /// Build the HTTPS client: webpki roots (or the OS roots), plus `--ca-file`.
@@ -200,23 +200,15 @@ impl Remote {
             resp.version()
         );
         let session = header_str(resp.headers(), protocol::H_SESSION_ID);
-        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-            return Err(Fault::Auth(status.as_u16()));
-        }
-        if status == StatusCode::NOT_FOUND && legacy.is_some_and(|s| s.id.is_some()) {
-            return Err(Fault::SessionGone);
-        }
-        if status == StatusCode::ACCEPTED {
+        let ct = header_str(resp.headers(), "content-type").unwrap_or_default();
+        let head = answer::classify(status, &ct, legacy.is_some_and(|s| s.id.is_some()))?;
+        if head == Head::Accepted {
             return Ok(Answer {
                 frame: None,
                 session,
             });
         }
-        let ct = header_str(resp.headers(), "content-type").unwrap_or_default();
-        if ct.starts_with("text/event-stream") {
-            if !status.is_success() {
-                return Err(Fault::Status(status.as_u16(), "(event stream)".into()));
-            }
+        if head == Head::Stream {
             let Some(our_id) = our_id else {
                 return Ok(Answer {
                     frame: None,
@@ -284,24 +276,8 @@ impl Remote {
         }
         // JSON (or anything else): read it whole, bounded.
         let bytes = self.read_body(resp.into_body()).await?;
-        if bytes.iter().all(|b| b.is_ascii_whitespace()) {
-            if status.is_success() {
-                return Ok(Answer {
-                    frame: None,
-                    session,
-                });
-            }
-            return Err(Fault::Status(status.as_u16(), "(empty body)".into()));
-        }
-        match Envelope::parse(&bytes).and_then(|e| e.kind()) {
-            Ok(Kind::Response) => Ok(Answer {
-                frame: Some(bytes),
-                session,
-            }),
-            _ if !status.is_success() => Err(Fault::Status(status.as_u16(), snippet(&bytes))),
-            Ok(_) => Err(Fault::Malformed("expected a JSON-RPC response".into())),
-            Err(e) => Err(Fault::Malformed(e.to_string())),
-        }
+        let frame = answer::json_answer(status, bytes)?;
+        Ok(Answer { frame, session })
     }
 
     /// The next body frame, or None at the end; a stream silent past `--idle-timeout` is an
@@ -331,10 +307,7 @@ impl Remote {
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| Fault::Broken(chain(&e)))?;
             if let Ok(data) = frame.into_data() {
-                if buf.len() + data.len() > self.cfg.max_response {
-                    return Err(Fault::Oversize(buf.len() + data.len()));
-                }
-                buf.extend_from_slice(&data);
+                answer::append_bounded(&mut buf, &data, self.cfg.max_response)?;
             }
         }
         Ok(buf.freeze())
@@ -349,10 +322,11 @@ impl Remote {
         events: Option<&mpsc::Sender<CallEvent>>,
     ) -> Result<Option<Bytes>, Fault> {
         loop {
-            while let Some(item) = dec.next_item() {
-                if let Some(frame) = self.sse_item(item, Some(our_id), events).await? {
-                    return Ok(Some(frame));
-                }
+            let mut met = Vec::new();
+            let r = answer::drain_sse(dec, Some(our_id), false, &mut met);
+            forward(events, met).await;
+            if let Some(frame) = r? {
+                return Ok(Some(frame));
             }
             match self.next_frame(body).await {
                 Some(Ok(f)) => {
@@ -362,12 +336,10 @@ impl Remote {
                 }
                 Some(Err(f)) => return Err(f),
                 None => {
-                    while let Some(item) = dec.finish() {
-                        if let Some(frame) = self.sse_item(item, Some(our_id), events).await? {
-                            return Ok(Some(frame));
-                        }
-                    }
-                    return Ok(None);
+                    let mut met = Vec::new();
+                    let r = answer::drain_sse(dec, Some(our_id), true, &mut met);
+                    forward(events, met).await;
+                    return r;
                 }
             }
         }
@@ -381,46 +353,21 @@ impl Remote {
         our_id: Option<u64>,
         events: Option<&mpsc::Sender<CallEvent>>,
     ) -> Result<Option<Bytes>, Fault> {
-        let data = match item {
-            SseItem::Event { data, .. } => data,
-            SseItem::Oversize(n) => return Err(Fault::Oversize(n)),
-            SseItem::Malformed => {
-                return Err(Fault::Malformed("the event stream is not UTF-8".into()))
+        match answer::sse_action(item, our_id)? {
+            SseAction::Answer(frame) => Ok(Some(frame)),
+            SseAction::Event(ev) => {
+                forward(events, vec![ev]).await;
+                Ok(None)
             }
-        };
-        let bytes = Bytes::from(data);
-        let env = Envelope::parse(&bytes)
-            .map_err(|e| Fault::Malformed(format!("SSE event is not a JSON-RPC message: {e}")))?;
-        match env.kind() {
-            Ok(Kind::Response) => {
-                if our_id.is_some() && env.id.and_then(jsonrpc::minted_u64) == our_id {
-                    return Ok(Some(bytes.clone()));
-                }
-                debug!("dropping a response for an unknown id from the remote");
-            }
-            Ok(Kind::Notification) => {
-                if let Some(tx) = events {
-                    let _ = tx
-                        .send(CallEvent::Notification {
-                            method: env.method().to_owned(),
-                            params: env.params.map(ToOwned::to_owned),
-                        })
-                        .await;
-                }
-            }
-            Ok(Kind::Request) => {
-                if let (Some(tx), Some(id)) = (events, env.id) {
-                    let _ = tx
-                        .send(CallEvent::ServerRequest {
-                            id: ToOwned::to_owned(id),
-                            method: env.method().to_owned(),
-                            params: env.params.map(ToOwned::to_owned),
-                        })
-                        .await;
-                }
-            }
-            Err(e) => return Err(Fault::Malformed(format!("SSE event: {e}"))),
+            SseAction::Skip => Ok(None),
         }
-        Ok(None)
+    }
+}
+
+/// Hand the events met in a stream to the caller, in order (none without a caller).
+async fn forward(events: Option<&mpsc::Sender<CallEvent>>, met: Vec<CallEvent>) {
+    let Some(tx) = events else { return };
+    for ev in met {
+        let _ = tx.send(ev).await;
     }
 }
