@@ -37,18 +37,16 @@ pub async fn run_connect(
         .to_owned();
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let metrics_stop = CancellationToken::new();
-    if let Some(addr) = metrics_listen {
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("cannot bind the metrics listener {addr}: {e}"))?;
-        let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-        tracing::info!("metrics on http://{at}/metrics");
-        tokio::spawn(crate::face::metrics_http::serve(
-            l,
-            metrics.clone(),
-            metrics_stop.clone(),
-        ));
-    }
+    // Bound first (a bad address fails before anything starts), served once the upstream has
+    // registered its series, so the first scrape already shows them at zero.
+    let metrics_listener = match metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("cannot bind the metrics listener {addr}: {e}"))?,
+        ),
+        None => None,
+    };
     let (stop, tracker) = (CancellationToken::new(), TaskTracker::new());
     // The origin only: a URL's path or query may carry a secret.
     let origin = match (cfg.url.scheme_str(), cfg.url.host(), cfg.url.port_u16()) {
@@ -58,6 +56,15 @@ pub async fn run_connect(
     };
     tracing::info!("connect: forwarding stdio to {origin}");
     let upstream = RemoteUpstream::start_for_host(&server, cfg, &metrics, &stop, &tracker)?;
+    if let Some(l) = metrics_listener {
+        let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!("metrics on http://{at}/metrics");
+        tokio::spawn(crate::face::metrics_http::serve(
+            l,
+            metrics.clone(),
+            metrics_stop.clone(),
+        ));
+    }
     crate::face::stdio::serve(
         upstream,
         tokio::io::stdin(),

@@ -63,6 +63,12 @@ impl HostObserver {
     }
 
     /// A host request was cancelled before its answer (`cause` as in [`Metrics::cancelled`]).
+    /// Messages from the upstream the host had no room for.
+    pub fn lost(&self, n: u64) {
+        for _ in 0..n {
+            self.metrics.dropped("slow_consumer");
+        }
+    }
     pub fn cancelled(&self, cause: &'static str) {
         self.metrics.cancelled(cause);
     }

@@ -52,6 +52,12 @@ enum Role {
 /// The session name under which the one host's GET-stream requests are published.
 pub const HOST_SESSION: &str = "host";
 
+/// Capacity of the queue of traffic that belongs to no call (per subscriber).
+const EVENTS: usize = 256;
+/// How long one host's upstream waits for the host to make room in that queue before a
+/// request of the remote is refused (and a notification lost).
+const HOST_ROOM_WAIT: Duration = Duration::from_secs(10);
+
 /// A remote server behind a face. Cheap to share (`Arc`).
 pub struct RemoteUpstream {
     name: Arc<str>,
@@ -105,7 +111,7 @@ impl RemoteUpstream {
         let url = cfg.url.to_string();
         let remote = Remote::new(cfg, etx, metrics.clone(), name)?;
         metrics.register_server(name);
-        let (events, _) = broadcast::channel(256);
+        let (events, _) = broadcast::channel(EVENTS);
         let me = Arc::new(RemoteUpstream {
             name: Arc::from(name),
             role,
@@ -197,6 +203,24 @@ impl RemoteUpstream {
 
     /// Traffic from the remote's 2025 GET stream: notifications go to the face's listeners;
     /// requests cannot be attributed to one caller of a shared remote, so they are refused.
+    /// One host's upstream (connect): wait, bounded by `HOST_ROOM_WAIT`, until the slowest
+    /// subscriber has room in the event queue, so a host that reads slowly holds the remote's
+    /// GET stream back instead of losing its traffic. False when there is still no room.
+    /// A shared upstream never waits (its subscribers are per-session streams).
+    async fn room_for_host(&self) -> bool {
+        if self.role != Role::OneHost {
+            return true;
+        }
+        let until = tokio::time::Instant::now() + HOST_ROOM_WAIT;
+        while self.events.len() + 1 >= EVENTS {
+            if tokio::time::Instant::now() >= until {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        true
+    }
+
     async fn pump(self: Arc<Self>, mut rx: mpsc::Receiver<CallEvent>) {
         // Ends at stop: the sender lives in the remote, which this task itself keeps alive.
         loop {
@@ -212,10 +236,14 @@ impl RemoteUpstream {
                     }
                     let frame =
                         jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
+                    // A notification the host has no room for is lost (counted by the face).
+                    self.room_for_host().await;
                     let _ = self.events.send(UpstreamEvent::Notification(frame));
                 }
                 CallEvent::ServerRequest { id, method, params } => {
-                    if self.role == Role::OneHost {
+                    // A request is never lost in the queue: with no room for it in time, the
+                    // remote is told it cannot be delivered.
+                    if self.role == Role::OneHost && self.room_for_host().await {
                         let frame = jsonrpc::request(
                             id.get(),
                             &method,
@@ -229,13 +257,16 @@ impl RemoteUpstream {
                             continue;
                         }
                     }
-                    self.metrics.dropped("unroutable_request");
-                    warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
-                    let err = jsonrpc::error_object(
-                        code::INTERNAL_ERROR,
-                        "mcp-bridge cannot tell which client this request is for",
-                        None,
-                    );
+                    let msg = if self.role == Role::OneHost {
+                        self.metrics.dropped("slow_consumer");
+                        warn!(server = %self.name, %method, "the host reads too slowly for a request on the remote's GET stream; refused");
+                        "mcp-bridge could not deliver this request: the client reads too slowly"
+                    } else {
+                        self.metrics.dropped("unroutable_request");
+                        warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
+                        "mcp-bridge cannot tell which client this request is for"
+                    };
+                    let err = jsonrpc::error_object(code::INTERNAL_ERROR, msg, None);
                     let remote = self.remote.clone();
                     self.tracker.spawn(async move {
                         remote.respond(&id, None, Some(&jsonrpc::raw(&err))).await;

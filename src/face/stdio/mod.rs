@@ -339,7 +339,9 @@ async fn forward_events(face: Arc<Face>, mut rx: broadcast::Receiver<UpstreamEve
         let ev = match rx.recv().await {
             Ok(ev) => ev,
             Err(broadcast::error::RecvError::Lagged(n)) => {
-                warn!("{n} messages from the upstream were lost (the host reads too slowly)");
+                // Only notifications: the upstream refuses a request it has no room for.
+                face.obs.lost(n);
+                warn!("{n} notifications from the upstream were lost (the host reads too slowly)");
                 continue;
             }
             Err(broadcast::error::RecvError::Closed) => break,
