@@ -11,6 +11,7 @@
 //! flags, so token files, JWKS, certificates and a url server's token are read again).
 
 pub mod notify;
+mod reload;
 pub mod router;
 
 use std::collections::BTreeMap;
@@ -290,160 +291,6 @@ impl Daemon {
             addrs.join(", ")
         )
     }
-
-    /// SIGHUP: re-read the configuration and apply the difference.
-    async fn reload(&self) {
-        notify::reloading();
-        if is_solo(&self.sources) {
-            info!(
-                "SIGHUP received: reloading what can be reloaded (certificates, token files, JWKS)"
-            );
-        } else {
-            info!("SIGHUP: re-reading the configuration");
-        }
-        let old = self.plan();
-        let mut new = match load_plan(&self.sources, &self.args, &self.given) {
-            Ok(p) => p,
-            Err(e) => {
-                warn!("configuration reload rejected; the running configuration stays: {e}");
-                notify::ready(&self.status());
-                return;
-            }
-        };
-        if !new.same_restart_settings(&old) {
-            warn!(
-                "listen addresses, connection limits, TLS paths, public_url and metrics settings \
-                 change only on restart; keeping the running ones (certificates themselves \
-                 reload on SIGHUP)"
-            );
-            new.conn = old.conn;
-            new.listen = old.listen.clone();
-            new.auth.tls_cert = old.auth.tls_cert.clone();
-            new.auth.tls_key = old.auth.tls_key.clone();
-            new.public_url = old.public_url.clone();
-            new.metrics_listen = old.metrics_listen;
-            new.metrics_on_main = old.metrics_on_main;
-        }
-        let running_security = self.security();
-        let auth_changed = new.auth != old.auth;
-        let security = if auth_changed {
-            match running_security.reconfigure(&new.auth, auth_host(&self.bound)) {
-                Ok(p) => Arc::new(p),
-                Err(e) => {
-                    warn!("configuration reload rejected; the running configuration stays: {e}");
-                    notify::ready(&self.status());
-                    return;
-                }
-            }
-        } else {
-            running_security.clone()
-        };
-        let current = self.router.current();
-        // New auth for the servers that keep running: built before anything changes, so a
-        // JWKS that cannot be loaded rejects the whole reload.
-        let mut new_auth = Vec::new();
-        if auth_changed {
-            for spec in &new.servers {
-                let Some(rt) = current.servers.get(&spec.name) else {
-                    continue;
-                };
-                if rt.spec != *spec || rt.origins != new.allow_origins {
-                    continue;
-                }
-                match self
-                    .endpoint(&security, spec, &new)
-                    .build_auth(&rt.app.cfg.path, self.first_bound())
-                    .await
-                {
-                    Ok(a) => new_auth.push((rt.clone(), a)),
-                    Err(e) => {
-                        warn!(
-                            "configuration reload rejected; the running configuration stays: \
-                             server {:?}: {e}",
-                            spec.name
-                        );
-                        notify::ready(&self.status());
-                        return;
-                    }
-                }
-            }
-        }
-        let mut servers = BTreeMap::new();
-        let (mut added, mut restarted, mut unchanged) = (Vec::new(), Vec::new(), 0usize);
-        let mut retired: Vec<Arc<ServerRt>> = Vec::new();
-        for spec in &new.servers {
-            let old_rt = current.servers.get(&spec.name);
-            if let Some(rt) = old_rt {
-                if rt.spec == *spec && rt.origins == new.allow_origins {
-                    servers.insert(spec.name.clone(), rt.clone());
-                    unchanged += 1;
-                    continue;
-                }
-            }
-            match self.start_server(spec, &new, &security).await {
-                Ok(rt) => {
-                    servers.insert(spec.name.clone(), rt);
-                    match old_rt {
-                        Some(o) => {
-                            restarted.push(spec.name.clone());
-                            retired.push(o.clone());
-                        }
-                        None => added.push(spec.name.clone()),
-                    }
-                }
-                Err(e) => {
-                    warn!("configuration reload rejected; the running configuration stays: {e}");
-                    // Stop what this attempt started; the running servers are untouched.
-                    for (name, rt) in servers {
-                        let running = current.servers.get(&name);
-                        if running.is_none_or(|o| !Arc::ptr_eq(&rt, o)) {
-                            rt.drain_and_stop(std::time::Duration::ZERO, &self.hurry)
-                                .await;
-                        }
-                    }
-                    notify::ready(&self.status());
-                    return;
-                }
-            }
-        }
-        let mut removed = Vec::new();
-        for (name, rt) in &current.servers {
-            if !servers.contains_key(name) {
-                removed.push(name.clone());
-                retired.push(rt.clone());
-            }
-        }
-        self.router.replace(Routes {
-            servers,
-            default: new.default_server.clone(),
-            solo: new.solo,
-        });
-        for (rt, auth) in new_auth {
-            rt.app.cfg.auth.replace(auth);
-        }
-        if auth_changed {
-            info!("authentication settings reloaded");
-            *self.security.lock().unwrap_or_else(|p| p.into_inner()) = security;
-        }
-        // Unchanged settings: token files and the JWKS re-read themselves on SIGHUP.
-        *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = new;
-        for rt in retired {
-            let hurry = self.hurry.clone();
-            self.drains.spawn(async move {
-                rt.drain_and_stop(rt.spec.limits.shutdown_grace, &hurry)
-                    .await;
-            });
-        }
-        info!(
-            added = ?added,
-            removed = ?removed,
-            restarted = ?restarted,
-            unchanged,
-            "configuration reloaded: {}",
-            router::describe(&self.router.current())
-        );
-        notify::ready(&self.status());
-    }
 }
 
 /// Bind, start every server, serve until SIGTERM/SIGINT (reloading on SIGHUP), drain, stop.
@@ -459,35 +306,10 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         return ExitCode::FAILURE;
     };
     let plan = d.plan();
-    let mut listeners = Vec::new();
-    if adopted.is_empty() {
-        for a in &plan.listen {
-            match TcpListener::bind(a).await {
-                Ok(l) => listeners.push(l),
-                Err(e) => {
-                    error!("cannot bind {a}: {e}");
-                    return ExitCode::from(EX_CONFIG);
-                }
-            }
-        }
-    } else {
-        info!(
-            count = adopted.len(),
-            "using the listening sockets passed by the service manager; [listen] addresses are not bound"
-        );
-        for l in adopted {
-            let l = l
-                .set_nonblocking(true)
-                .and_then(|()| TcpListener::from_std(l));
-            match l {
-                Ok(l) => listeners.push(l),
-                Err(e) => {
-                    error!("cannot adopt a passed listener: {e}");
-                    return ExitCode::from(EX_CONFIG);
-                }
-            }
-        }
-    }
+    let listeners = match bind_listeners(&plan, adopted).await {
+        Ok(l) => l,
+        Err(code) => return code,
+    };
     d.bound = listeners
         .iter()
         .filter_map(|l| l.local_addr().ok())
@@ -495,26 +317,107 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
     d.loopback = d.bound.iter().all(|a| a.ip().is_loopback());
     // Scrapes go on through the drain; this listener closes once everything else stopped.
     let metrics_stop = CancellationToken::new();
-    if let Some(addr) = plan.metrics_listen {
-        match TcpListener::bind(addr).await {
-            Ok(l) => {
-                let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
-                info!("metrics on http://{at}/metrics");
-                tokio::spawn(crate::face::metrics_http::serve(
-                    l,
-                    d.metrics.clone(),
-                    metrics_stop.clone(),
-                ));
+    if let Err(code) = serve_metrics(&plan, &d.metrics, &metrics_stop).await {
+        return code;
+    }
+    if let Err(code) = start_all(&d, &plan, bad_input).await {
+        return code;
+    }
+    let stop_accepting = CancellationToken::new();
+    let loops = spawn_accept_loops(&d, &plan, listeners, &stop_accepting);
+    info!("servers: {}", router::describe(&d.router.current()));
+    let d = Arc::new(d);
+    announce_ready(&d).await;
+    let watchdog_stop = CancellationToken::new();
+    if let Some(p) = notify::watchdog_period() {
+        info!(period_ms = p.as_millis() as u64, "systemd watchdog enabled");
+        notify::spawn_watchdog(p, watchdog_stop.clone());
+    }
+
+    loop {
+        tokio::select! {
+            _ = term.recv() => { info!("SIGTERM received"); break; }
+            _ = int.recv() => { info!("SIGINT received"); break; }
+            _ = hup.recv() => d.reload().await,
+        }
+    }
+
+    shut_down(&d, &plan, loops, stop_accepting).await;
+    watchdog_stop.cancel();
+    metrics_stop.cancel();
+    info!("shutdown complete");
+    ExitCode::SUCCESS
+}
+
+/// The listeners: the ones the service manager passed (socket activation), else `[listen]`.
+async fn bind_listeners(
+    plan: &Plan,
+    adopted: Vec<std::net::TcpListener>,
+) -> Result<Vec<TcpListener>, ExitCode> {
+    let mut listeners = Vec::new();
+    if adopted.is_empty() {
+        for a in &plan.listen {
+            match TcpListener::bind(a).await {
+                Ok(l) => listeners.push(l),
+                Err(e) => {
+                    error!("cannot bind {a}: {e}");
+                    return Err(ExitCode::from(EX_CONFIG));
+                }
             }
+        }
+        return Ok(listeners);
+    }
+    info!(
+        count = adopted.len(),
+        "using the listening sockets passed by the service manager; [listen] addresses are not bound"
+    );
+    for l in adopted {
+        match l
+            .set_nonblocking(true)
+            .and_then(|()| TcpListener::from_std(l))
+        {
+            Ok(l) => listeners.push(l),
             Err(e) => {
-                error!("cannot bind the metrics listener {addr}: {e}");
-                return ExitCode::from(EX_CONFIG);
+                error!("cannot adopt a passed listener: {e}");
+                return Err(ExitCode::from(EX_CONFIG));
             }
         }
     }
+    Ok(listeners)
+}
+
+/// The metrics listener of `[metrics] listen`, if any, until `stop`.
+async fn serve_metrics(
+    plan: &Plan,
+    metrics: &Arc<Metrics>,
+    stop: &CancellationToken,
+) -> Result<(), ExitCode> {
+    let Some(addr) = plan.metrics_listen else {
+        return Ok(());
+    };
+    match TcpListener::bind(addr).await {
+        Ok(l) => {
+            let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+            info!("metrics on http://{at}/metrics");
+            tokio::spawn(crate::face::metrics_http::serve(
+                l,
+                metrics.clone(),
+                stop.clone(),
+            ));
+            Ok(())
+        }
+        Err(e) => {
+            error!("cannot bind the metrics listener {addr}: {e}");
+            Err(ExitCode::from(EX_CONFIG))
+        }
+    }
+}
+
+/// Start every server of the plan and route to them; on a failure stop those started.
+async fn start_all(d: &Daemon, plan: &Plan, bad_input: ExitCode) -> Result<(), ExitCode> {
     let mut servers = BTreeMap::new();
     for spec in &plan.servers {
-        match d.start_server(spec, &plan, &d.security()).await {
+        match d.start_server(spec, plan, &d.security()).await {
             Ok(rt) => {
                 servers.insert(spec.name.clone(), rt);
             }
@@ -523,10 +426,10 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
                 for rt in servers.values() {
                     rt.drain_and_stop(std::time::Duration::ZERO, &d.hurry).await;
                 }
-                return match e {
+                return Err(match e {
                     StartError::Auth(_) => bad_input,
                     StartError::Upstream(_) => ExitCode::from(EX_CONFIG),
-                };
+                });
             }
         }
     }
@@ -535,6 +438,16 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         default: plan.default_server.clone(),
         solo: plan.solo,
     });
+    Ok(())
+}
+
+/// One bounded accept loop per listener, until `stop`.
+fn spawn_accept_loops(
+    d: &Daemon,
+    plan: &Plan,
+    listeners: Vec<TcpListener>,
+    stop: &CancellationToken,
+) -> Vec<tokio::task::JoinHandle<()>> {
     let scheme = d.security().scheme();
     let tls = d
         .router
@@ -543,7 +456,6 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         .values()
         .next()
         .and_then(|s| s.app.cfg.tls.clone());
-    let stop_accepting = CancellationToken::new();
     let mut loops = Vec::new();
     for l in listeners {
         let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
@@ -561,14 +473,15 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
             l,
             d.router.clone(),
             cfg,
-            stop_accepting.clone(),
+            stop.clone(),
         )));
     }
-    info!("servers: {}", router::describe(&d.router.current()));
+    loops
+}
 
-    // READY once the listeners are up and every child answered its probe (or its start wait
-    // ran out: then it is named as down in STATUS and in /readyz).
-    let d = Arc::new(d);
+/// READY once the listeners are up and every child answered its probe (or its start wait
+/// ran out: then it is named as down in STATUS and in /readyz).
+async fn announce_ready(d: &Arc<Daemon>) {
     let waits: Vec<_> = d
         .router
         .current()
@@ -577,12 +490,8 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         .map(|rt| {
             let rt = rt.clone();
             async move {
-                let ok = rt
-                    .app
-                    .upstream
-                    .info(rt.spec.limits.start_wait)
-                    .await
-                    .is_ok();
+                let wait = rt.spec.limits.start_wait;
+                let ok = rt.app.upstream.info(wait).await.is_ok();
                 (rt.name().to_owned(), ok)
             }
         })
@@ -601,20 +510,15 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         warn!("{s}");
         notify::ready(&s);
     }
-    let watchdog_stop = CancellationToken::new();
-    if let Some(p) = notify::watchdog_period() {
-        info!(period_ms = p.as_millis() as u64, "systemd watchdog enabled");
-        notify::spawn_watchdog(p, watchdog_stop.clone());
-    }
+}
 
-    loop {
-        tokio::select! {
-            _ = term.recv() => { info!("SIGTERM received"); break; }
-            _ = int.recv() => { info!("SIGINT received"); break; }
-            _ = hup.recv() => d.reload().await,
-        }
-    }
-
+/// Ordered shutdown: STOPPING, no new connections, drain the calls, stop the children.
+async fn shut_down(
+    d: &Arc<Daemon>,
+    plan: &Plan,
+    loops: Vec<tokio::task::JoinHandle<()>>,
+    stop_accepting: CancellationToken,
+) {
     notify::stopping();
     d.metrics.set_shutting_down();
     info!(
@@ -639,8 +543,4 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
     futures_util::future::join_all(stops).await;
     d.drains.close();
     d.drains.wait().await;
-    watchdog_stop.cancel();
-    metrics_stop.cancel();
-    info!("shutdown complete");
-    ExitCode::SUCCESS
 }
