@@ -493,45 +493,7 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
     let global = &file.limits;
     let mut servers = Vec::new();
     for (n, s) in &file.servers {
-        check_name(n).map_err(&err)?;
-        let limits = Resolved::from(&s.limits.over(global));
-        let target = match &s.upstream {
-            UpstreamFile::Command(c) => {
-                if c.command.trim().is_empty() {
-                    return Err(err(format!("server {n:?}: command is empty")));
-                }
-                for k in c.env.keys() {
-                    if k.is_empty() || k.contains('=') || k.contains('\0') {
-                        return Err(err(format!(
-                            "server {n:?}: bad environment variable name {k:?}"
-                        )));
-                    }
-                }
-                Target::Command(CommandSpec {
-                    command: PathBuf::from(&c.command),
-                    args: c.args.clone(),
-                    env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-                    pass_environment: c.pass_environment,
-                    cwd: c.cwd.clone(),
-                })
-            }
-            // Reads the header file and the token: a bad one fails here (and check-config).
-            UpstreamFile::Url(u) => Target::Url(RemoteSpec(
-                u.remote
-                    .config(&u.url, limits.probe_timeout, Naming::File)
-                    .map_err(|e| err(format!("server {n:?}: {e}")))?,
-            )),
-        };
-        servers.push(ServerSpec {
-            name: n.clone(),
-            path: server_path(n),
-            target,
-            isolation: match s.isolation {
-                Some(IsolationFile::Session) => Isolation::Session,
-                _ => Isolation::Shared,
-            },
-            limits,
-        });
+        servers.push(resolve_server(n, s, global).map_err(&err)?);
     }
     let default_server = match file.default_server {
         Some(d) => {
@@ -543,29 +505,7 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         None if servers.len() == 1 => Some(servers[0].name.clone()),
         None => None,
     };
-    let mut auth = AuthArgs::default();
-    let mut public_url = None;
-    if let Some(a) = file.auth {
-        auth.auth = match a.mode {
-            AuthModeFile::None => AuthMode::None,
-            AuthModeFile::Bearer => AuthMode::Bearer,
-            AuthModeFile::Jwt => AuthMode::Jwt,
-        };
-        auth.token_file = a.token_file;
-        auth.token_env = a.token_env;
-        auth.jwks_url = a.jwks_url;
-        auth.jwks_file = a.jwks_file;
-        auth.issuer = a.issuer;
-        auth.audience = a.audience;
-        auth.required_scope = a.required_scopes;
-        auth.authorization_server = a.authorization_servers;
-        auth.allow_unauthenticated = a.allow_unauthenticated;
-        public_url = a.public_url;
-    }
-    if let Some(t) = file.tls {
-        auth.tls_cert = Some(t.cert);
-        auth.tls_key = Some(t.key);
-    }
+    let (auth, public_url) = resolve_auth(file.auth, file.tls);
     let (metrics_listen, metrics_on_main) = match file.metrics {
         None => (None, false),
         Some(m) => {
@@ -592,6 +532,77 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         servers,
         solo: false,
     })
+}
+
+/// One `[servers.NAME]` table, with the global `[limits]` under its own.
+fn resolve_server(n: &str, s: &ServerFile, global: &Limits) -> Result<ServerSpec, String> {
+    check_name(n)?;
+    let limits = Resolved::from(&s.limits.over(global));
+    let target = match &s.upstream {
+        UpstreamFile::Command(c) => {
+            if c.command.trim().is_empty() {
+                return Err(format!("server {n:?}: command is empty"));
+            }
+            if let Some(k) = c
+                .env
+                .keys()
+                .find(|k| k.is_empty() || k.contains('=') || k.contains('\0'))
+            {
+                return Err(format!("server {n:?}: bad environment variable name {k:?}"));
+            }
+            Target::Command(CommandSpec {
+                command: PathBuf::from(&c.command),
+                args: c.args.clone(),
+                env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                pass_environment: c.pass_environment,
+                cwd: c.cwd.clone(),
+            })
+        }
+        // Reads the header file and the token: a bad one fails here (and check-config).
+        UpstreamFile::Url(u) => Target::Url(RemoteSpec(
+            u.remote
+                .config(&u.url, limits.probe_timeout, Naming::File)
+                .map_err(|e| format!("server {n:?}: {e}"))?,
+        )),
+    };
+    Ok(ServerSpec {
+        name: n.to_owned(),
+        path: server_path(n),
+        target,
+        isolation: match s.isolation {
+            Some(IsolationFile::Session) => Isolation::Session,
+            _ => Isolation::Shared,
+        },
+        limits,
+    })
+}
+
+/// `[auth]` and `[tls]` as the flags they stand for, and `[auth] public_url`.
+fn resolve_auth(a: Option<AuthFile>, tls: Option<TlsFile>) -> (AuthArgs, Option<String>) {
+    let mut auth = AuthArgs::default();
+    let mut public_url = None;
+    if let Some(a) = a {
+        auth.auth = match a.mode {
+            AuthModeFile::None => AuthMode::None,
+            AuthModeFile::Bearer => AuthMode::Bearer,
+            AuthModeFile::Jwt => AuthMode::Jwt,
+        };
+        auth.token_file = a.token_file;
+        auth.token_env = a.token_env;
+        auth.jwks_url = a.jwks_url;
+        auth.jwks_file = a.jwks_file;
+        auth.issuer = a.issuer;
+        auth.audience = a.audience;
+        auth.required_scope = a.required_scopes;
+        auth.authorization_server = a.authorization_servers;
+        auth.allow_unauthenticated = a.allow_unauthenticated;
+        public_url = a.public_url;
+    }
+    if let Some(t) = tls {
+        auth.tls_cert = Some(t.cert);
+        auth.tls_key = Some(t.key);
+    }
+    (auth, public_url)
 }
 
 // ---------------------------------------------------------------------------------------------
