@@ -67,9 +67,12 @@ impl Decoder for LineDecoder {
                 }
             }
             let limit = buf.len().min(self.max + 1);
-            match memchr::memchr(b'\n', &buf[self.scanned..limit]) {
+            // `scanned` never passes the buffer (it is reset whenever the buffer is cleared);
+            // the `min` keeps a slip from becoming a panic.
+            let from = self.scanned.min(limit);
+            match memchr::memchr(b'\n', &buf[from..limit]) {
                 Some(rel) => {
-                    let i = self.scanned + rel;
+                    let i = from + rel;
                     let mut line = buf.split_to(i + 1);
                     self.scanned = 0;
                     line.truncate(i);
@@ -84,6 +87,9 @@ impl Decoder for LineDecoder {
                     // the lines behind it (found by fuzz/fuzz_targets/line_decoder.rs).
                     self.head = Bytes::copy_from_slice(&buf[..HEAD.min(self.max + 1)]);
                     self.discarding = Some(0);
+                    // What was scanned is being skipped: a stale offset into a buffer the
+                    // skipping clears made the next call slice past its end (fuzz finding).
+                    self.scanned = 0;
                     continue;
                 }
                 None => {
@@ -468,6 +474,15 @@ mod tests {
         let split = decode_all(&mut LineDecoder::new(4), &[b"0123", b"456\n{\"id\":5}\n"]);
         assert_eq!(whole, split);
         assert_eq!(whole[0], Line::Oversize(7, Bytes::from_static(b"01234")));
+    }
+
+    #[test]
+    fn oversize_at_eof_after_a_partial_line_does_not_panic() {
+        // fuzz/line_decoder: a partial line (scanned 3), then more bytes past the limit with
+        // no newline, then EOF: the skipping cleared the buffer but kept the offset, and the
+        // next decode_eof sliced past the end of the empty buffer (a panic in the reader).
+        let out = decode_all(&mut LineDecoder::new(4), &[b"abc", b"defgh"]);
+        assert_eq!(out, vec![Line::Oversize(8, Bytes::from_static(b"abcde"))]);
     }
 
     #[test]
