@@ -16,30 +16,41 @@
 //! Knobs: `SOAK_REQUESTS` (default 20000), `SOAK_WORKERS` (16), `SOAK_SESSIONS` (4),
 //! `SOAK_MAX_SECS` (wall-clock bound, 900), `MCP_BRIDGE_BIN` (default: this package's binary),
 //! `SOAK_RSS_SLACK_KIB` (allowed RSS growth after warm-up, 16384).
+//!
+//! Built on the one support library like every test: the bridge, the workload and the report
+//! are `support::{soak_bridge, soak_request, SoakReport}`; here are the plan, the run, the
+//! faults and the end-of-run checks.
 
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod soak_support;
+mod support;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 use serde_json::json;
-use soak_support::*;
+use support::*;
+
+/// How long the bridge gets to exit on SIGTERM at the end.
+const EXIT_WAIT: Duration = Duration::from_secs(15);
+/// Lines of the bridge's log shown when an end-of-run check fails.
+const LOG_TAIL: usize = 200;
 
 /// What request `i` of the mix is (out of every 100).
-fn kind_of(i: u64) -> Kind {
+fn kind_of(i: u64) -> SoakKind {
     match i % 100 {
-        0..=43 => Kind::ModernEcho,
-        44..=87 => Kind::LegacyEcho,
-        88..=90 => Kind::ModernHangUp,
-        91..=93 => Kind::LegacyCancel,
-        94 | 95 => Kind::Malformed,
-        96 => Kind::Oversize,
-        97 | 98 => Kind::WrongOrigin,
-        _ => Kind::Removed,
+        0..=43 => SoakKind::ModernEcho,
+        44..=87 => SoakKind::LegacyEcho,
+        88..=90 => SoakKind::ModernHangUp,
+        91..=93 => SoakKind::LegacyCancel,
+        94 | 95 => SoakKind::Malformed,
+        96 => SoakKind::Oversize,
+        97 | 98 => SoakKind::WrongOrigin,
+        _ => SoakKind::Removed,
     }
 }
 
@@ -76,11 +87,14 @@ fn fault_points(n: u64) -> Vec<u64> {
 #[ignore = "the soak: run by .ci/soak.sh (SOAK_REQUESTS=20000) or by hand"]
 async fn soak() {
     let p = plan();
-    let mut b = SoakBridge::start().await;
-    let (fd0, rss0) = (b.fds(), b.rss_kib());
-    let c = Arc::new(Client::new(b.url.clone()));
-    let sessions: Arc<Vec<String>> = Arc::new(open_sessions(&c, p.sessions).await);
-    let counts = Arc::new(Counts::default());
+    let mut b = soak_bridge().await;
+    let pid = b.pid();
+    let watch = ChildrenSeen::watch(pid);
+    let metrics = Scraper::of(&b).await;
+    let (fd0, rss0) = (fds(pid), rss_kib(pid));
+    let c = Arc::new(SoakClient::new(&b.url));
+    let sessions = Arc::new(c.open_sessions(p.sessions).await);
+    let counts = Arc::new(SoakCounts::default());
 
     let next = Arc::new(AtomicU64::new(0));
     let warm = Arc::new(std::sync::Mutex::new(None::<u64>));
@@ -89,7 +103,7 @@ async fn soak() {
     let mut tasks = Vec::new();
     for _ in 0..p.workers {
         let (c, s, k, next) = (c.clone(), sessions.clone(), counts.clone(), next.clone());
-        let (faults, warm, pid, m) = (faults.clone(), warm.clone(), b.pid(), b.metrics());
+        let (faults, warm, m) = (faults.clone(), warm.clone(), metrics.clone());
         let (n, deadline) = (p.requests, p.deadline);
         tasks.push(tokio::spawn(async move {
             loop {
@@ -103,7 +117,7 @@ async fn soak() {
                 if let Some(f) = faults.iter().position(|&f| f == i) {
                     fault(&c, &k, &m, pid, f % 2 == 1).await;
                 }
-                one(&c, &s, &k, i, kind_of(i)).await;
+                soak_request(&c, &s, &k, i, kind_of(i)).await;
                 k.executed.fetch_add(1, Ordering::Relaxed);
             }
         }));
@@ -112,26 +126,27 @@ async fn soak() {
         t.await.unwrap();
     }
     let secs = started.elapsed().as_secs_f64();
-    let done = Counts::get(&counts.executed);
+    let done = SoakCounts::get(&counts.executed);
 
     // The load is gone: end the sessions, let the cancelled calls settle, then measure.
     for s in sessions.iter() {
         c.delete_session(s).await;
     }
-    let idle = settle(&b).await;
-    // The client's pooled keep-alive connections go with it; then the bridge's fds are its own.
-    drop(c);
-    let fd1 = fds_settled(&b, fd0).await;
-    let rss1 = b.rss_kib();
-    let metrics = b.scrape().await;
-    let report = Report {
+    let idle = settle(&metrics).await;
+    // The client's pooled keep-alive connections go with it (the sessions share its pool);
+    // then the bridge's fds are its own.
+    drop((c, sessions));
+    let fd1 = fds_settled(pid, fd0).await;
+    let rss1 = rss_kib(pid);
+    let text = metrics.scrape().await;
+    let report = SoakReport {
         requests: done,
         secs,
         counts: &counts,
         fds: (fd0, fd1),
         rss: (rss0, warm.lock().unwrap().unwrap_or(rss0), rss1),
         idle,
-        metrics: &metrics,
+        metrics: &text,
     };
     println!("{}", report.text());
     assert_eq!(done, p.requests, "the wall-clock bound ended the run early");
@@ -145,20 +160,15 @@ async fn soak() {
     );
     assert!(fd1 <= fd0, "fds grew: {fd0} → {fd1}");
 
-    let children = b.children_seen();
-    let status = b.stop().await;
-    assert_eq!(
-        status,
-        Some(0),
-        "bridge exit status; log tail:\n{}",
-        b.log_tail()
-    );
-    assert_eq!(
-        b.panics(),
-        0,
-        "the bridge panicked; log tail:\n{}",
-        b.log_tail()
-    );
+    let children = watch.all();
+    drop(watch);
+    b.signal(Signal::SIGTERM);
+    let status = b.wait_exit(EXIT_WAIT).await.and_then(|st| st.code());
+    let tail = b.log.tail(LOG_TAIL);
+    assert_eq!(status, Some(0), "bridge exit status; log tail:\n{tail}");
+    let panics = b.log.count("panicked");
+    assert_eq!(panics, 0, "the bridge panicked; log tail:\n{tail}");
+    // Checked before `b` is dropped: dropping it would SIGKILL its process group.
     let left: Vec<u32> = children.into_iter().filter(|&p| alive(p)).collect();
     assert!(
         left.is_empty(),
@@ -168,11 +178,11 @@ async fn soak() {
 }
 
 /// Wait (bounded) until nothing is in flight in the bridge; returns whether it got there.
-async fn settle(b: &SoakBridge) -> bool {
+async fn settle(m: &Scraper) -> bool {
     for _ in 0..200 {
-        let m = b.scrape().await;
-        let in_flight = sum(&m, "mcp_bridge_calls_in_flight", &[]);
-        let sse = sum(&m, "mcp_bridge_sse_streams_open", &[]);
+        let text = m.scrape().await;
+        let in_flight = metric_sum(&text, "mcp_bridge_calls_in_flight", &[]);
+        let sse = metric_sum(&text, "mcp_bridge_sse_streams_open", &[]);
         if in_flight == 0.0 && sse == 0.0 {
             return true;
         }
@@ -182,39 +192,30 @@ async fn settle(b: &SoakBridge) -> bool {
 }
 
 /// The bridge's fd count once it is back to `fd0` (bounded wait for closed connections).
-async fn fds_settled(b: &SoakBridge, fd0: usize) -> usize {
+async fn fds_settled(pid: u32, fd0: usize) -> usize {
     for _ in 0..100 {
-        if b.fds() <= fd0 {
+        if fds(pid) <= fd0 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    b.fds()
-}
-
-/// Open `n` 2025 sessions on the shared child.
-async fn open_sessions(c: &Client, n: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    for i in 0..n {
-        out.push(c.open_session(i).await);
-    }
-    out
+    fds(pid)
 }
 
 /// Kill the child mid-call: by its own `crash` tool, or (`kill`) by SIGKILL while a `slow`
 /// call runs. Either way the call in flight must be answered `child_exited`.
-async fn fault(c: &Client, k: &Counts, b: &Metrics, bridge: u32, kill: bool) {
+async fn fault(c: &SoakClient, k: &SoakCounts, m: &Scraper, bridge: u32, kill: bool) {
     let _quiet = k.quiet.write().await;
     // Every hang-up and cancellation made so far has reached the bridge (bounded wait).
-    let want = (Counts::get(&k.hangups) + Counts::get(&k.cancels)) as f64;
+    let want = (SoakCounts::get(&k.hangups) + SoakCounts::get(&k.cancels)) as f64;
     for _ in 0..200 {
-        let m = b.scrape().await;
-        let got = sum(
-            &m,
+        let text = m.scrape().await;
+        let got = metric_sum(
+            &text,
             "mcp_bridge_cancellations_total",
             &[("cause", "client_disconnect")],
-        ) + sum(
-            &m,
+        ) + metric_sum(
+            &text,
             "mcp_bridge_cancellations_total",
             &[("cause", "client_notification")],
         );
@@ -227,27 +228,29 @@ async fn fault(c: &Client, k: &Counts, b: &Metrics, bridge: u32, kill: bool) {
         "fault-{}",
         k.faults.fetch_add(1, Ordering::Relaxed)
     ));
-    let r = if kill {
+    let messages = if kill {
         let mut sse = c
             .modern_stream(&id, "slow", json!({"seconds": 60, "steps": 600}))
             .await;
         let first = sse.next_message().await;
         assert!(first.is_some(), "slow call before a kill: no first event");
         for pid in children_of(bridge) {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+            let _ = kill_child(pid);
         }
         sse.rest().await
     } else {
-        c.modern_call(&id, "crash", json!({})).await
+        c.modern_call(&id, "crash", json!({})).await.messages
     };
     k.tools_calls.fetch_add(1, Ordering::Relaxed);
-    let a = r.single_answer(&id);
+    let a = single_answer(&messages, &id);
     assert_eq!(
         a["error"]["data"]["reason"], "child_exited",
         "a call in flight when the child died (kill={kill}): {a}"
     );
     k.bridge_errors.fetch_add(1, Ordering::Relaxed);
+}
+
+/// SIGKILL one of the bridge's children.
+fn kill_child(pid: u32) -> nix::Result<()> {
+    kill(Pid::from_raw(pid as i32), Signal::SIGKILL)
 }

@@ -7,6 +7,10 @@
 //!
 //! The address is read from the `listening on SCHEME://ADDR/PATH` line rather than probed
 //! for, so port 0 works and a bridge that dies at start fails the test with its log.
+//!
+//! The binary is the one cargo built for this test run (`bin()`) unless a test names another
+//! with `.binary(path)` (the soak does, to run a release build); nothing here reads the
+//! environment to choose it, so no other test can be pointed at a different build by accident.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -22,7 +26,7 @@ use nix::unistd::Pid;
 use super::http::client;
 use super::log::{word_after, Log};
 
-/// Path of the binary under test.
+/// Path of the binary cargo built for this test run (the default of `BridgeBuilder::binary`).
 pub fn bin() -> &'static str {
     env!("CARGO_BIN_EXE_mcp-bridge")
 }
@@ -46,6 +50,8 @@ type Configure = Box<dyn FnOnce(&mut Command)>;
 
 /// What to run; see the module comment. Made by `Bridge::builder()`.
 pub struct BridgeBuilder {
+    /// The `mcp-bridge` to run; `bin()` unless `binary` said otherwise.
+    binary: OsString,
     /// A program (and its args) that execs the binary, e.g. `sh -c SCRIPT`.
     wrapper: Vec<OsString>,
     log_level: Option<String>,
@@ -60,6 +66,7 @@ pub struct BridgeBuilder {
 impl BridgeBuilder {
     fn new() -> Self {
         BridgeBuilder {
+            binary: bin().into(),
             wrapper: Vec::new(),
             log_level: Some("info".into()),
             sub: Vec::new(),
@@ -68,6 +75,12 @@ impl BridgeBuilder {
             piped_stdio: false,
             configure: Vec::new(),
         }
+    }
+
+    /// Run this `mcp-bridge` instead of the one cargo built (e.g. a release build).
+    pub fn binary(mut self, path: impl Into<OsString>) -> Self {
+        self.binary = path.into();
+        self
     }
 
     /// The subcommand and anything that must come right after it.
@@ -174,10 +187,10 @@ impl BridgeBuilder {
         let mut cmd = match self.wrapper.split_first() {
             Some((program, rest)) => {
                 let mut c = Command::new(program);
-                c.args(rest).arg(bin());
+                c.args(rest).arg(&self.binary);
                 c
             }
-            None => Command::new(bin()),
+            None => Command::new(&self.binary),
         };
         if let Some(level) = &self.log_level {
             cmd.arg("--log-level").arg(level);

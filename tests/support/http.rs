@@ -139,6 +139,11 @@ impl Reply {
             .to_owned()
     }
 
+    /// The responses among the messages (an id and no method).
+    pub fn answers(&self) -> Vec<&Value> {
+        answers(&self.messages)
+    }
+
     pub fn notifications(&self, method: &str) -> Vec<&Value> {
         self.messages
             .iter()
@@ -152,6 +157,23 @@ impl Reply {
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned)
     }
+}
+
+/// The responses among `messages` (an id and no method).
+pub fn answers(messages: &[Value]) -> Vec<&Value> {
+    messages
+        .iter()
+        .filter(|m| m.get("id").is_some() && m.get("method").is_none())
+        .collect()
+}
+
+/// The one message with an id among `messages`, which must be `id`'s; panics otherwise (a
+/// request from the server counts too: it is not what the caller waits for).
+pub fn single_answer(messages: &[Value], id: &Value) -> Value {
+    let with_id: Vec<&Value> = messages.iter().filter(|m| m.get("id").is_some()).collect();
+    assert_eq!(with_id.len(), 1, "answers for {id}: {messages:?}");
+    assert_eq!(with_id[0]["id"], *id, "{messages:?}");
+    with_id[0].clone()
 }
 
 /// Read a whole response into a `Reply`.

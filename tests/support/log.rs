@@ -39,6 +39,12 @@ impl Log {
         self.lines().join("\n")
     }
 
+    /// The last `n` lines, for panic messages of a long run.
+    pub fn tail(&self, n: usize) -> String {
+        let g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        g[g.len().saturating_sub(n)..].join("\n")
+    }
+
     pub fn find(&self, needle: &str) -> Option<String> {
         self.lines().into_iter().find(|l| l.contains(needle))
     }

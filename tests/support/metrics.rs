@@ -1,6 +1,8 @@
 //! Prometheus metrics as the tests read them: the address of the metrics listener as the
 //! binary logged it (serve and connect alike), one scrape that checks the exposition format,
-//! and one sample looked up by its exact series name.
+//! one sample looked up by its exact series name, and the sum of a metric's samples over the
+//! series whose labels match (`metric_sum`). `Scraper` scrapes again and again without keeping
+//! a connection open, for tests that count the bridge's fds between scrapes.
 
 use std::time::Duration;
 
@@ -40,4 +42,51 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
             .parse()
             .ok()
     })
+}
+
+/// The sum of the samples of metric `name` whose labels include every `(label, value)` of
+/// `want` (all of its samples when `want` is empty); 0 when there are none.
+pub fn metric_sum(text: &str, name: &str, want: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, v) = l.rsplit_once(' ')?;
+            let (n, labels) = series.split_once('{').unwrap_or((series, ""));
+            if n != name {
+                return None;
+            }
+            let ok = want
+                .iter()
+                .all(|(k, val)| labels.contains(&format!("{k}=\"{val}\"")));
+            ok.then(|| v.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
+/// A metrics endpoint scraped over a fresh connection each time (no idle connection is kept,
+/// so scraping leaves the scraped process's fd count as it was). Cheap to clone.
+#[derive(Clone)]
+pub struct Scraper {
+    c: reqwest::Client,
+    url: String,
+}
+
+impl Scraper {
+    /// The metrics listener `of` logged (bounded wait, see `metrics_url`).
+    pub async fn of(of: impl AsRef<Log>) -> Scraper {
+        let c = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .timeout(Duration::from_secs(60))
+            .build()
+            .expect("reqwest client");
+        Scraper {
+            c,
+            url: metrics_url(of).await,
+        }
+    }
+
+    /// One scrape (checked like `scrape`).
+    pub async fn scrape(&self) -> String {
+        scrape(&self.c, &self.url).await
+    }
 }

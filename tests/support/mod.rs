@@ -2,7 +2,8 @@
 //! `mcp-bridge` through `Bridge::builder()` (bridge.rs: spawn, address from the log, stderr,
 //! stop on drop) and talks to it with the pieces here: MCP over HTTP in both eras (http.rs),
 //! a stdio host driving `connect` (stdio.rs), metrics (metrics.rs), auth fixtures (auth.rs),
-//! config-file daemons (daemon.rs), /proc facts (procs.rs) and the collected log (log.rs).
+//! config-file daemons (daemon.rs), /proc facts (procs.rs), the collected log (log.rs) and
+//! the soak's workload and report (soak.rs, soak_report.rs).
 //!
 //! Modules are private and re-exported flat, so a test says `mod support; use support::*;`
 //! and a name means one thing across all tests. Each test binary compiles this tree on its
@@ -17,6 +18,8 @@ mod http;
 mod log;
 mod metrics;
 mod procs;
+mod soak;
+mod soak_report;
 mod stdio;
 
 pub use self::auth::*;
@@ -26,4 +29,6 @@ pub use self::http::*;
 pub use self::log::*;
 pub use self::metrics::*;
 pub use self::procs::*;
+pub use self::soak::*;
+pub use self::soak_report::*;
 pub use self::stdio::*;

@@ -1,7 +1,10 @@
-//! Process facts read from /proc, for the tests that check nothing outlives the bridge: is a
-//! pid alive, which live processes a pid parented, what a process is called, and a bounded
-//! wait for a pid to go.
+//! Process facts read from /proc, for the tests that check nothing outlives the bridge or
+//! leaks: is a pid alive, which live processes a pid parented (now, or ever while watched),
+//! what a process is called, its open fds and resident memory, and a bounded wait for a pid
+//! to go. A fact that cannot be read (the process is gone) reads as "none" or zero.
 
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// Is `pid` a live (non-zombie) process?
@@ -61,4 +64,62 @@ pub async fn wait_gone(pid: u32, timeout: Duration) -> bool {
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
+}
+
+/// How many file descriptors `pid` has open (0 if it is gone).
+pub fn fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// The resident set size of `pid` in KiB (`VmRSS`; 0 if it is gone).
+pub fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// How often `ChildrenSeen` looks.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Every child a process had while watched: a task polls `children_of` every 100 ms, so a
+/// child that came and went between two looks can be missed, one that lived longer cannot.
+/// Watching stops when this is dropped.
+pub struct ChildrenSeen {
+    pid: u32,
+    seen: Arc<Mutex<BTreeSet<u32>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ChildrenSeen {
+    /// Start watching `pid`'s children (needs a tokio runtime).
+    pub fn watch(pid: u32) -> ChildrenSeen {
+        let seen = Arc::new(Mutex::new(BTreeSet::new()));
+        let s = seen.clone();
+        let task = tokio::spawn(async move {
+            loop {
+                lock(&s).extend(children_of(pid));
+                tokio::time::sleep(WATCH_EVERY).await;
+            }
+        });
+        ChildrenSeen { pid, seen, task }
+    }
+
+    /// Every child seen so far, the current ones included.
+    pub fn all(&self) -> Vec<u32> {
+        let mut g = lock(&self.seen);
+        g.extend(children_of(self.pid));
+        g.iter().copied().collect()
+    }
+}
+
+impl Drop for ChildrenSeen {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

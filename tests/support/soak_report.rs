@@ -1,12 +1,14 @@
 //! The soak's report: its figures as text, and the client's counts held against the bridge's
-//! metrics (kept apart from the workload so each file says one thing).
+//! metrics (kept apart from the workload in soak.rs so each file says one thing).
 
-use super::{sum, Counts};
+use super::metrics::metric_sum;
+use super::soak::SoakCounts;
 
-pub struct Report<'a> {
+/// One soak run's figures; `check_*` fail the test on them.
+pub struct SoakReport<'a> {
     pub requests: u64,
     pub secs: f64,
-    pub counts: &'a Counts,
+    pub counts: &'a SoakCounts,
     pub fds: (usize, usize),
     /// RSS at start, after the warm-up (a tenth of the requests), at the end (KiB).
     pub rss: (u64, u64, u64),
@@ -14,18 +16,18 @@ pub struct Report<'a> {
     pub metrics: &'a str,
 }
 
-impl Report<'_> {
+impl SoakReport<'_> {
     /// (what, the client's count, the bridge's metric) for every count held against a metric.
     fn pairs(&self) -> Vec<(&'static str, u64, f64)> {
         let k = self.counts;
         let m = self.metrics;
-        let g = Counts::get;
-        let http = |s: &str| sum(m, "mcp_bridge_http_responses_total", &[("status", s)]);
+        let g = SoakCounts::get;
+        let http = |s: &str| metric_sum(m, "mcp_bridge_http_responses_total", &[("status", s)]);
         vec![
             (
                 "tools/call requests",
                 g(&k.tools_calls),
-                sum(
+                metric_sum(
                     m,
                     "mcp_bridge_jsonrpc_requests_total",
                     &[("method", "tools/call")],
@@ -34,7 +36,7 @@ impl Report<'_> {
             (
                 "echo results",
                 g(&k.echo_ok),
-                sum(
+                metric_sum(
                     m,
                     "mcp_bridge_tool_results_total",
                     &[("tool", "echo"), ("is_error", "false")],
@@ -43,7 +45,7 @@ impl Report<'_> {
             (
                 "bridge -32000 answers",
                 g(&k.bridge_errors),
-                sum(
+                metric_sum(
                     m,
                     "mcp_bridge_jsonrpc_errors_total",
                     &[("code", "-32000"), ("source", "bridge")],
@@ -52,7 +54,7 @@ impl Report<'_> {
             (
                 "hang-ups",
                 g(&k.hangups),
-                sum(
+                metric_sum(
                     m,
                     "mcp_bridge_cancellations_total",
                     &[("cause", "client_disconnect")],
@@ -61,7 +63,7 @@ impl Report<'_> {
             (
                 "cancel notifications",
                 g(&k.cancels),
-                sum(
+                metric_sum(
                     m,
                     "mcp_bridge_cancellations_total",
                     &[("cause", "client_notification")],
@@ -70,7 +72,7 @@ impl Report<'_> {
             (
                 "removed (ping) requests",
                 g(&k.removed),
-                sum(
+                metric_sum(
                     m,
                     "mcp_bridge_jsonrpc_requests_total",
                     &[("method", "ping")],
@@ -79,7 +81,7 @@ impl Report<'_> {
             (
                 "removed -32601 answers",
                 g(&k.removed),
-                sum(
+                metric_sum(
                     m,
                     "mcp_bridge_jsonrpc_errors_total",
                     &[("code", "-32601"), ("method", "ping")],
@@ -92,14 +94,14 @@ impl Report<'_> {
             (
                 "child restarts",
                 g(&k.faults),
-                sum(m, "mcp_bridge_child_restarts_total", &[]),
+                metric_sum(m, "mcp_bridge_child_restarts_total", &[]),
             ),
         ]
     }
 
     pub fn text(&self) -> String {
         let k = self.counts;
-        let g = Counts::get;
+        let g = SoakCounts::get;
         let mut s = format!(
             "soak: {} requests in {:.1} s = {:.0} req/s; answered once with their own id: {}; \
              hung up (no answer due): {}; cancelled (no answer due): {}; wrong: {}\n",
@@ -124,8 +126,8 @@ impl Report<'_> {
 
     pub fn check_client(&self) {
         let k = self.counts;
-        let g = Counts::get;
-        assert_eq!(g(&k.wrong), 0, "first: {:?}", k.first_wrong.lock().unwrap());
+        let g = SoakCounts::get;
+        assert_eq!(g(&k.wrong), 0, "first: {:?}", k.first_wrong());
         // Every request is answered once, except the ones hung up on or cancelled (and the
         // fault calls, checked where they are made).
         assert_eq!(g(&k.single) + g(&k.hangups) + g(&k.cancels), self.requests);
