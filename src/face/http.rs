@@ -83,9 +83,13 @@ where
         };
         let _ = stream.set_nodelay(true);
         let h = handler.clone();
+        // The handler's future is boxed: hyper keeps a slot the size of the service future
+        // for the whole life of the connection (also while a long SSE answer streams), and the
+        // handler's future is ~12 KB; boxed, the slot is a pointer and the 12 KB are freed as
+        // soon as the response head is ready (benches/RESULTS.md, "memory per stream").
         let svc = hyper::service::service_fn(move |req| {
             let fut = h(req, peer);
-            async move { Ok::<_, std::convert::Infallible>(fut.await) }
+            Box::pin(async move { Ok::<_, std::convert::Infallible>(fut.await) })
         });
         let (builder, watcher) = (builder.clone(), graceful.watcher());
         let metrics = metrics.clone();
