@@ -9,6 +9,18 @@ use tracing::{error, info};
 
 use mcp_bridge::cli::{Cli, Command};
 
+// The allocator: jemalloc by default, because it gives freed memory back to the OS (background
+// purging, 1 s decay: .cargo/config.toml) where glibc's malloc kept all of a burst of streams;
+// benches/RESULTS.md, "2026-12-01 memory per stream", has the figures. mimalloc is a candidate
+// kept behind its feature for re-measuring.
+#[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(feature = "alloc-jemalloc")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 const EX_USAGE: u8 = 64;
 const EX_CONFIG: u8 = 78;
 

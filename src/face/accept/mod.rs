@@ -326,9 +326,13 @@ async fn serve_one<F, Fut>(
     };
     let svc = {
         let (shared, state) = (shared.clone(), state.clone());
+        // The handler's future is boxed: hyper keeps a slot the size of the service future
+        // for the whole life of the connection (also while a long SSE answer streams), and
+        // the handler's future is ~12 KB; boxed, the slot is a pointer and the 12 KB are
+        // freed once the response head is ready (benches/RESULTS.md, "memory per stream").
         hyper::service::service_fn(move |req: Request<Incoming>| {
             let fut = answer(&shared, &state, req, peer, handler.clone());
-            async move { Ok::<_, Infallible>(fut.await) }
+            Box::pin(async move { Ok::<_, Infallible>(fut.await) })
         })
     };
     let io = TokioIo::new(Watched::new(stream, state.clone()));
