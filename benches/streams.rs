@@ -30,7 +30,9 @@
 // Bench code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, Read, Write};
+mod support;
+
+use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -174,24 +176,7 @@ impl Bridge {
     }
 
     fn wait_ready(&self) {
-        let until = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < until {
-            if let Ok(mut s) = std::net::TcpStream::connect(self.addr) {
-                let req = format!(
-                    "GET /readyz HTTP/1.1\r\nHost: {}\r\nConnection: close\r\n\r\n",
-                    self.addr
-                );
-                let mut resp = String::new();
-                if s.write_all(req.as_bytes()).is_ok()
-                    && s.read_to_string(&mut resp).is_ok()
-                    && resp.starts_with("HTTP/1.1 200")
-                {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("the bridge did not become ready within 20 s");
+        support::wait_ready(self.addr, Duration::from_secs(20));
     }
 
     fn mem(&self) -> Mem {
