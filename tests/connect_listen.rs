@@ -398,7 +398,7 @@ async fn legacy_host_log_level_reaches_a_2026_remote() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn legacy_hosts_listen_is_reopened_when_the_remote_restarts() {
-    const ACKED: &str = "the listen held on the remote for the 2025 host is acknowledged";
+    const ACKED: &str = "the listen held for a 2025 caller is acknowledged";
     let serve = Bridge::demo(&["--demo-era", "modern"]).await;
     let port = serve.addr.port().to_string();
     let mut h = Host::start(&serve.url, &["--protocol", "2026-07-28"]);

@@ -56,9 +56,8 @@ pub struct Session {
     /// `input_required`), by id (raw JSON), waiting for the client's answer.
     waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<ClientAnswer>>>,
     /// Resources the client subscribed to (kept by the bridge for a 2026 child).
-    uris: Mutex<std::collections::BTreeSet<String>>,
-    /// Woken when `uris` changes, so a held listen stream is re-issued.
-    pub resubscribe: tokio::sync::Notify,
+    /// The session's resource subscriptions (a 2026 child: the listen its GET stream holds).
+    pub subs: Arc<crate::era::held::Subscriptions>,
     /// The level set by the client's `logging/setLevel`, if any.
     log_level: Mutex<Option<&'static str>>,
     pub get_stream_open: AtomicBool,
@@ -101,32 +100,12 @@ impl Session {
             inflight: Mutex::new(HashMap::new()),
             server_requests: Mutex::new(HashSet::new()),
             waiters: Mutex::new(HashMap::new()),
-            uris: Mutex::new(std::collections::BTreeSet::new()),
-            resubscribe: tokio::sync::Notify::new(),
+            subs: crate::era::held::Subscriptions::new(),
             log_level: Mutex::new(None),
             get_stream_open: AtomicBool::new(false),
             closed: CancellationToken::new(),
             _gauge: crate::face::respond::GaugeGuard::new(gauge),
         }
-    }
-
-    /// Add or remove a resource subscription (bounded at 1,000 URIs).
-    pub fn set_resource_subscription(&self, uri: &str, on: bool) {
-        let changed = {
-            let mut g = lock(&self.uris);
-            if on {
-                g.len() < 1000 && g.insert(uri.to_owned())
-            } else {
-                g.remove(uri)
-            }
-        };
-        if changed {
-            self.resubscribe.notify_one();
-        }
-    }
-
-    pub fn resource_uris(&self) -> Vec<String> {
-        lock(&self.uris).iter().cloned().collect()
     }
 
     pub fn set_log_level(&self, level: &'static str) {

@@ -3,11 +3,10 @@
 //! answers to server requests, requests), the session's GET stream and DELETE.
 //!
 //! The GET stream carries what the upstream sends outside any call. A 2026 upstream has no
-//! such stream, so for a session in front of one the bridge holds a `subscriptions/listen`
-//! call of its own (`start_listen`) and relays its notifications in 2025 form (no `_meta`
-//! subscriptionId); that call is the bridge's, released without counting a cancellation, and
-//! re-issued (with a bounded backoff) when it ends or the child restarts, so the stream never
-//! goes silent while it stays open. Calls go through `run` like every other POST
+//! such stream, so the session's GET stream holds a `subscriptions/listen` of the bridge's own
+//! on it (`era::held`, the same rules as connect's stdio face: filter, re-opening, backoff)
+//! and writes out what that yields; a child restart re-opens it, so the stream never goes
+//! silent while it stays open. Calls go through `run` like every other POST
 //! (or `rounds`, for a 2026 upstream that may ask for input); this module reaches down to
 //! those, `respond`, `session` and the state, never up to `post` or `http`.
 
@@ -25,7 +24,8 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::call::{Call, CallCtx, CallEvent, CallHandle, UpstreamEvent, UpstreamInfo};
+use crate::call::{CallCtx, UpstreamEvent, UpstreamInfo};
+use crate::era::held::HeldListen;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::run::{accepts, header_str, tool_name, CallRequest, PostCtx};
 use crate::face::session::{mint_id, InflightGuard, Session};
@@ -282,7 +282,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
         s.set_log_level(level);
     }
     if child_era == Era::Modern {
-        if let Some(r) = kept_by_bridge(s, pc, rid, method) {
+        if let Some(r) = kept_by_bridge(s, pc, rid, method).await {
             return r;
         }
     }
@@ -312,89 +312,55 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
 
 /// What a 2025 session asks of a 2026 child that the bridge keeps itself: the log level
 /// (it travels as `_meta` logLevel on the session's later requests) and resource
-/// subscriptions (the session's GET stream holds a listen stream on the child with these
-/// URIs). None for every other request.
-fn kept_by_bridge(
+/// subscriptions (the session's GET stream holds a listen on the child with these URIs,
+/// `era::held`; answered once the re-opened listen is acknowledged, bounded). None for every
+/// other request.
+async fn kept_by_bridge(
     s: &Session,
     pc: &PostCtx<'_>,
     rid: &str,
     method: &str,
 ) -> Option<Response<Body>> {
+    let refuse = |msg: &str| rpc_error(StatusCode::OK, Some(rid), code::INVALID_PARAMS, msg, None);
     match method {
         "logging/setLevel" => Some(respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"))),
         "resources/subscribe" | "resources/unsubscribe" => {
             let Some(uri) = jsonrpc_field(pc.env.params, "uri")
                 .and_then(|u| serde_json::from_str::<String>(&u).ok())
             else {
-                return Some(rpc_error(
-                    StatusCode::OK,
-                    Some(rid),
-                    code::INVALID_PARAMS,
-                    "params.uri is required",
-                    None,
-                ));
+                return Some(refuse("params.uri is required"));
             };
-            s.set_resource_subscription(&uri, method == "resources/subscribe");
+            let on = method == "resources/subscribe";
+            if let Err(e) = s.subs.set(&uri, on, HELD_SETTLE).await {
+                return Some(refuse(&e.to_string()));
+            }
             Some(respond::json(StatusCode::OK, jsonrpc::result(rid, "{}")))
         }
         _ => None,
     }
 }
 
+/// The longest a `resources/subscribe` waits for the re-opened held listen.
+const HELD_SETTLE: Duration = Duration::from_secs(5);
+
 /// A top-level params field as raw JSON text.
 fn jsonrpc_field(params: Option<&RawValue>, key: &str) -> Option<String> {
     Fields::parse(params?)?.get(key).map(|v| v.get().to_owned())
 }
 
-/// Open a `subscriptions/listen` on a 2026 child for a 2025 session's GET stream: every
-/// list-changed type and the resources the session subscribed to.
-async fn start_listen(s: &Arc<Session>) -> Option<CallHandle> {
-    // The same filter connect holds for a 2025 host: the list changes the upstream offers,
-    // plus the session's resource subscriptions (`notifications::legacy_filter`).
-    let caps = s
-        .upstream
-        .info(Duration::from_secs(5))
-        .await
-        .ok()?
-        .capabilities();
-    let filter = crate::era::notifications::legacy_filter(&caps, &s.resource_uris());
-    let params = json!({ "notifications": filter }).to_string();
-    let call = Call {
-        method: "subscriptions/listen".into(),
-        params: Some(jsonrpc::raw(&params)),
-        ctx: CallCtx {
-            client_era: Era::Legacy,
-            stamp_meta: s.call_meta(),
-            session: Some(s.id.clone()),
-            accepts_server_requests: false,
-            log_level: None,
-            tool: None,
-        },
+/// The listen held on the session's child for its GET stream (it stays dormant while the
+/// child speaks 2025: those notifications come on the child's own stream).
+fn held_listen(s: &Arc<Session>) -> HeldListen {
+    let me = Arc::clone(s);
+    let ctx = move || CallCtx {
+        client_era: Era::Legacy,
+        stamp_meta: me.call_meta(),
+        session: Some(me.id.clone()),
+        accepts_server_requests: false,
+        log_level: None,
+        tool: None,
     };
-    let mut h = s.upstream.call(call, Duration::from_secs(5)).await.ok()?;
-    // The bridge's own call: when the session, its GET stream or this subscription set ends,
-    // the child is told, but that is no client's cancellation.
-    h.set_cancel_reason(crate::call::RELEASED_BY_BRIDGE);
-    Some(h)
-}
-/// The next event of a held listen call; pending forever when there is none. `None` when the
-/// listen call ended.
-async fn next_listen_event(h: &mut Option<CallHandle>) -> Option<CallEvent> {
-    match h {
-        None => std::future::pending().await,
-        Some(h) => tokio::select! {
-            ev = h.events.recv(), if !h.events.is_closed() || !h.events.is_empty() => ev,
-            _ = &mut h.outcome => None,
-        },
-    }
-}
-
-/// Sleep until `at`; pending forever when there is no `at`.
-async fn sleep_until_some(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
-    }
+    HeldListen::new(s.upstream.clone(), Arc::clone(&s.subs), Box::new(ctx))
 }
 
 /// GET on a session: its stream of what the upstream sends outside any call (one per
@@ -425,23 +391,11 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
         );
     }
     let rx = s.upstream.subscribe();
-    // A 2026 child has no GET stream: hold a listen stream on it for this session instead.
-    let modern_child = s
-        .upstream
-        .info(Duration::ZERO)
-        .await
-        .is_ok_and(|i| i.era == Era::Modern);
-    let listen = if modern_child {
-        start_listen(&s).await
-    } else {
-        None
-    };
+    // A 2026 child has no GET stream: a listen is held on it for this session instead.
+    let held = held_listen(&s);
     let st = GetStream {
         s,
-        modern_child,
-        listen,
-        relisten_at: None,
-        relisten_backoff: RELISTEN_FIRST,
+        held,
         rx,
         stopping: app.stopping.clone(),
         keepalive: app.cfg.keepalive,
@@ -456,21 +410,12 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
     )))
 }
 
-/// The first and the longest wait before a held listen is re-issued after it ended.
-const RELISTEN_FIRST: Duration = Duration::from_millis(100);
-const RELISTEN_MAX: Duration = Duration::from_secs(5);
-
 /// One session's open GET stream. Dropping it (the client went, the session ended, shutdown)
 /// marks the session's stream closed and releases the held listen call.
 struct GetStream {
     s: Arc<Session>,
-    modern_child: bool,
-    /// The listen call held on a 2026 child for this session (None: none, or it ended).
-    listen: Option<CallHandle>,
-    /// When to re-issue the held listen (it ended, or the child restarted).
-    relisten_at: Option<tokio::time::Instant>,
-    /// The wait before the next re-issue: doubles up to `RELISTEN_MAX`, reset by a restart.
-    relisten_backoff: Duration,
+    /// The listen held on a 2026 child for this session.
+    held: HeldListen,
     rx: broadcast::Receiver<UpstreamEvent>,
     stopping: CancellationToken,
     keepalive: Duration,
@@ -499,22 +444,7 @@ impl GetStream {
         loop {
             let ev = tokio::select! {
                 ev = self.rx.recv() => ev,
-                lev = next_listen_event(&mut self.listen) => match self.on_listen_event(lev) {
-                    Some(b) => return Some(b),
-                    None => continue,
-                },
-                _ = self.s.resubscribe.notified(), if self.modern_child => {
-                    self.listen = None;
-                    self.listen = start_listen(&self.s).await;
-                    if self.listen.is_none() {
-                        self.schedule_relisten();
-                    }
-                    continue;
-                }
-                _ = sleep_until_some(self.relisten_at) => {
-                    self.relisten().await;
-                    continue;
-                }
+                f = self.held.next() => return Some(framing::sse_event(&f)),
                 _ = tokio::time::sleep(self.keepalive) => {
                     self.s.touch();
                     return Some(Bytes::from_static(framing::SSE_KEEPALIVE));
@@ -525,59 +455,9 @@ impl GetStream {
             match self.on_upstream_event(ev) {
                 Then::Send(b) => return Some(b),
                 Then::Skip => continue,
-                Then::Restarted => {
-                    if self.modern_child {
-                        // The old child's listen is gone with it: hold one on the new child.
-                        self.listen = None;
-                        self.relisten_backoff = RELISTEN_FIRST;
-                        self.relisten_at = Some(tokio::time::Instant::now());
-                    }
-                }
+                // The old child's listen is gone with it: hold one on the new child.
+                Then::Restarted => self.held.reopen(),
                 Then::End => return None,
-            }
-        }
-    }
-
-    /// Re-issue the held listen later (bounded backoff).
-    fn schedule_relisten(&mut self) {
-        self.relisten_at = Some(tokio::time::Instant::now() + self.relisten_backoff);
-        self.relisten_backoff = (self.relisten_backoff * 2).min(RELISTEN_MAX);
-    }
-
-    /// Hold a listen on the (new) child again, if it still speaks 2026; try again later when it
-    /// is not ready yet.
-    async fn relisten(&mut self) {
-        self.relisten_at = None;
-        match self.s.upstream.info(Duration::from_secs(5)).await {
-            Ok(i) if i.era != Era::Modern => {
-                self.modern_child = false; // its notifications come on the upstream's stream
-                return;
-            }
-            Ok(_) => {}
-            Err(_) => return self.schedule_relisten(),
-        }
-        self.listen = start_listen(&self.s).await;
-        if self.listen.is_none() {
-            self.schedule_relisten();
-        }
-    }
-
-    /// An event of the held listen call: its notifications go out (not its acknowledgement).
-    fn on_listen_event(&mut self, lev: Option<CallEvent>) -> Option<Bytes> {
-        match lev {
-            Some(CallEvent::Notification { method, params })
-                if method != "notifications/subscriptions/acknowledged" =>
-            {
-                // A 2025 client knows no subscription ids.
-                let f = crate::era::notifications::untagged(&method, params.as_deref());
-                Some(framing::sse_event(&f))
-            }
-            Some(_) => None,
-            None => {
-                // The child ended it, or died: hold a new one (a restart also says so).
-                self.listen = None;
-                self.schedule_relisten();
-                None
             }
         }
     }

@@ -1,19 +1,18 @@
 //! Listens of the stdio face across eras: `subscriptions/listen`, remote resource
-//! subscriptions, host-local 2025 requests and the held listen on the 2025 GET stream.
+//! subscriptions, host-local 2025 requests, and the task that writes out the listen held on a
+//! 2026 remote for a 2025 host (its rules are `era::held`'s, shared with the HTTP face).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tracing::{debug, info, warn};
 
-use super::{lock, refused, Face, Listener, Stop, Who, LISTEN_SETUP, MAX_HOST_URIS};
-use crate::call::{cancel_cause, Call, CallCtx, CallEvent, Outcome, RELEASED_BY_BRIDGE};
-use crate::era::notifications::{
-    acknowledgement, completion_result, legacy_filter, untagged, Honoured,
-};
+use super::{lock, refused, Face, Listener, Stop, Who, LISTEN_SETUP};
+use crate::call::{cancel_cause, Call, CallCtx, Outcome, RELEASED_BY_BRIDGE};
+use crate::era::held::HeldListen;
+use crate::era::notifications::{acknowledgement, completion_result, Honoured};
 use crate::jsonrpc::{self, code, Fields};
-use crate::protocol::{self, Era};
+use crate::protocol::Era;
 
 impl Face {
     /// A 2026 host's `subscriptions/listen`. A 2026 remote serves it (carried as a call, tags
@@ -144,146 +143,43 @@ impl Face {
         else {
             return Some(refused(code::INVALID_PARAMS, "params.uri is required"));
         };
-        let changed = {
-            let mut g = lock(&self.held.uris);
-            if on {
-                if g.len() >= MAX_HOST_URIS && !g.contains(&uri) {
-                    return Some(refused(
-                        code::INVALID_PARAMS,
-                        "too many resource subscriptions",
-                    ));
-                }
-                g.insert(uri)
-            } else {
-                g.remove(&uri)
-            }
-        };
-        if changed {
-            // Answered once the re-opened listen is acknowledged (bounded).
-            let mut acks = self.held.acks.subscribe();
-            let before = *acks.borrow_and_update();
-            if self.ensure_held() {
-                self.held.resubscribe.notify_one();
-            }
-            if !self.held.unsupported.load(Ordering::Acquire) {
-                let _ = tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
-            }
+        // Running first, so that the change is answered once the listen has it (bounded).
+        self.ensure_held();
+        if let Err(e) = self.subs.set(&uri, on, LISTEN_SETUP).await {
+            return Some(refused(code::INVALID_PARAMS, &e.to_string()));
         }
         empty()
     }
 
     /// Start the listen held for a 2025 host on a 2026 remote, once. False when it was
-    /// already running.
+    /// not running yet.
     pub(super) fn ensure_held(self: &Arc<Self>) -> bool {
-        if self.held.started.swap(true, Ordering::AcqRel) {
+        if self.held_started.swap(true, Ordering::AcqRel) {
             return true;
         }
         let me = Arc::clone(self);
-        self.tracker.spawn(async move { me.held_listen().await });
+        let ctx = move || CallCtx {
+            client_era: Era::Legacy,
+            stamp_meta: Arc::clone(&lock(&me.host).stamp),
+            session: None,
+            accepts_server_requests: false,
+            log_level: None,
+            tool: None,
+        };
+        // Made here, not in the task: it holds the set from now on (`resources/subscribe`
+        // waits for its acknowledgement).
+        let mut held = HeldListen::new(Arc::clone(&self.up), Arc::clone(&self.subs), Box::new(ctx));
+        let me = Arc::clone(self);
+        self.tracker.spawn(async move {
+            loop {
+                tokio::select! {
+                    biased;
+                    // Dropping it releases the listen at the remote.
+                    _ = me.stopping.cancelled() => return debug!("closing the listen held on the remote"),
+                    f = held.next() => me.send(f).await,
+                }
+            }
+        });
         false
-    }
-
-    /// Hold a `subscriptions/listen` on the 2026 remote for the 2025 host: its notifications
-    /// go to stdout without `subscriptionId`; re-opened on a subscription change, and with
-    /// backoff when it ends; closed (dropped) at shutdown.
-    pub(super) async fn held_listen(self: Arc<Self>) {
-        const FIRST: Duration = Duration::from_millis(500);
-        let caps = self.capabilities().await;
-        let mut backoff = FIRST;
-        loop {
-            let uris: Vec<String> = lock(&self.held.uris).iter().cloned().collect();
-            let params = serde_json::json!({ "notifications": legacy_filter(&caps, &uris) });
-            let stamp = Arc::clone(&lock(&self.host).stamp);
-            let call = Call {
-                method: "subscriptions/listen".into(),
-                params: Some(jsonrpc::raw(&params.to_string())),
-                ctx: CallCtx {
-                    client_era: Era::Legacy,
-                    stamp_meta: stamp,
-                    session: None,
-                    accepts_server_requests: false,
-                    log_level: None,
-                    tool: None,
-                },
-            };
-            debug!(
-                "holding a listen on the remote for the 2025 host ({} resources)",
-                uris.len()
-            );
-            let opened = std::time::Instant::now();
-            let mut acked = false;
-            let o = match self.start(call).await {
-                Err(o) => Ok(o),
-                Ok(mut r) => {
-                    let ended = loop {
-                        tokio::select! {
-                            biased;
-                            _ = self.stopping.cancelled() => {
-                                debug!("closing the listen held on the remote");
-                                r.set_cancel_reason(RELEASED_BY_BRIDGE);
-                                return;
-                            }
-                            _ = self.held.resubscribe.notified() => break None,
-                            Some(ev) = r.events.recv() => self.held_event(ev, &mut acked).await,
-                            o = &mut r.outcome => break Some(o),
-                        }
-                    };
-                    let Some(o) = ended else {
-                        r.set_cancel_reason(RELEASED_BY_BRIDGE);
-                        backoff = FIRST;
-                        continue;
-                    };
-                    while let Ok(ev) = r.events.try_recv() {
-                        self.held_event(ev, &mut acked).await;
-                    }
-                    o
-                }
-            };
-            if let Ok(Outcome::Error(e)) = &o {
-                if protocol::error_code(e) == Some(code::METHOD_NOT_FOUND) {
-                    warn!("the remote does not support subscriptions/listen: no notifications for the host");
-                    self.held.unsupported.store(true, Ordering::Release);
-                    // Wake whoever waits for an acknowledgement: none will come.
-                    self.held.acks.send_modify(|n| *n += 1);
-                    return;
-                }
-            }
-            let why = match o {
-                Ok(Outcome::Result(_)) => "the remote ended it".to_owned(),
-                Ok(Outcome::Error(e)) => format!("error {}", e.get()),
-                Ok(Outcome::Failed(e)) => e.to_string(),
-                Err(_) => "internal: the call ended without an answer".to_owned(),
-            };
-            if acked && opened.elapsed() > Duration::from_secs(30) {
-                backoff = FIRST;
-            }
-            warn!(
-                "the listen held on the remote ended ({why}); re-opening in {} ms",
-                backoff.as_millis()
-            );
-            tokio::select! {
-                _ = self.stopping.cancelled() => return,
-                _ = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(Duration::from_secs(30));
-        }
-    }
-
-    pub(super) async fn held_event(self: &Arc<Self>, ev: CallEvent, acked: &mut bool) {
-        match ev {
-            CallEvent::Notification { method, .. }
-                if method == "notifications/subscriptions/acknowledged" =>
-            {
-                *acked = true;
-                info!("the listen held on the remote for the 2025 host is acknowledged");
-                self.held.acks.send_modify(|n| *n += 1);
-            }
-            CallEvent::Notification { method, params } => {
-                self.send(untagged(&method, params.as_deref())).await
-            }
-            CallEvent::ServerRequest { id, method, .. } => {
-                self.refuse_server_request(id, &method).await
-            }
-        }
     }
 }

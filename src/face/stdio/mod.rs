@@ -54,7 +54,7 @@ mod events;
 mod listen;
 mod park;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -63,7 +63,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{broadcast, mpsc, oneshot, watch, Notify};
+use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,6 +73,7 @@ use crate::call::{
     Call, CallCtx, CallEvent, CallHandle, Outcome, SharedUpstream, UpstreamEvent, UpstreamInfo,
     RELEASED_BY_BRIDGE,
 };
+use crate::era::held::Subscriptions;
 use crate::era::mrtr::{self, ParkStore, StateSigner};
 use crate::era::notifications::{Honoured, ResourceSubs};
 use crate::error::BridgeError;
@@ -177,21 +178,6 @@ struct Listener {
     honoured: Honoured,
 }
 
-/// The one listen the bridge holds on a 2026 remote for a 2025 host.
-struct Held {
-    started: AtomicBool,
-    /// The host's resource subscriptions.
-    uris: Mutex<BTreeSet<String>>,
-    /// Woken when `uris` changes: the listen is re-opened with the new set.
-    resubscribe: Notify,
-    /// Acknowledgements received so far.
-    acks: watch::Sender<u64>,
-    /// The remote does not know `subscriptions/listen`: nothing to wait for.
-    unsupported: AtomicBool,
-}
-
-/// Most resources a 2025 host may subscribe to.
-const MAX_HOST_URIS: usize = 1000;
 /// How long a listen's acknowledgement may wait for the remote's side to be in place.
 const LISTEN_SETUP: Duration = Duration::from_secs(10);
 
@@ -205,8 +191,10 @@ struct Face {
     listens: Mutex<HashMap<String, Arc<Listener>>>,
     /// The 2025 remote's resource subscriptions held for those listens.
     resource_subs: ResourceSubs,
-    /// The listen held for a 2025 host (2026 remote).
-    held: Held,
+    /// The listen held for a 2025 host (2026 remote) has started.
+    held_started: AtomicBool,
+    /// The 2025 host's resource subscriptions (the held listen's filter).
+    subs: Arc<Subscriptions>,
     /// Cancelled when the face shuts down (before the calls in flight are cancelled).
     stopping: CancellationToken,
     /// Our id for a server request sent to the host → the remote's id.
@@ -247,13 +235,8 @@ pub async fn serve<R, W>(
         inflight: Mutex::new(HashMap::new()),
         listens: Mutex::new(HashMap::new()),
         resource_subs: ResourceSubs::default(),
-        held: Held {
-            started: AtomicBool::new(false),
-            uris: Mutex::new(BTreeSet::new()),
-            resubscribe: Notify::new(),
-            acks: watch::Sender::new(0),
-            unsupported: AtomicBool::new(false),
-        },
+        held_started: AtomicBool::new(false),
+        subs: Subscriptions::new(),
         stopping: CancellationToken::new(),
         server_requests: Mutex::new(HashMap::new()),
         input_waits: Mutex::new(HashMap::new()),
@@ -572,11 +555,8 @@ impl Face {
             };
             if era == Some(Era::Modern) {
                 // Notifications flow once the host has its answer (bounded wait).
-                let mut acks = me.held.acks.subscribe();
-                let before = *acks.borrow_and_update();
                 if !me.ensure_held() {
-                    let _ =
-                        tokio::time::timeout(LISTEN_SETUP, acks.wait_for(|n| *n > before)).await;
+                    me.subs.first_acknowledged(LISTEN_SETUP).await;
                 }
             }
             me.reply(t, &id, o).await;
