@@ -152,6 +152,11 @@ pub fn removed_in_modern(method: &str) -> bool {
     REMOVED_IN_MODERN.contains(&method)
 }
 
+/// The -32601 message for a 2026 request of a method the 2026 revision removed (both faces).
+pub fn removed_message(method: &str) -> String {
+    format!("Method not found: {method} was removed in {MODERN}")
+}
+
 /// Methods whose 2026 requests carry `Mcp-Name`, and the params field it mirrors.
 pub fn name_field(method: &str) -> Option<&'static str> {
     match method {

@@ -244,18 +244,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         return rpc_error(r.status, id, r.code, &r.message, r.data.as_ref());
     }
     if protocol::removed_in_modern(method) {
-        // Never forwarded (a 2025 upstream would answer it) nor answered here: 2026 has no
-        // such method, whichever era the upstream speaks.
-        return rpc_error(
-            StatusCode::NOT_FOUND,
-            id,
-            code::METHOD_NOT_FOUND,
-            &format!(
-                "Method not found: {method} was removed in {}",
-                protocol::MODERN
-            ),
-            Some(&json!({ "method": method })),
-        );
+        return removed(id, method);
     }
     let info = match info {
         Ok(i) => i,
@@ -322,6 +311,18 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     };
     let call = CallRequest::new(&app.upstream, method, params, ctx, cancel).with_mrtr(mrtr);
     app.run_call(pc, call).await
+}
+
+/// A method the 2026 revision removed: never forwarded (a 2025 upstream would answer it) nor
+/// answered here, whichever era the upstream speaks.
+fn removed(id: Option<&str>, method: &str) -> Response<Body> {
+    rpc_error(
+        StatusCode::NOT_FOUND,
+        id,
+        code::METHOD_NOT_FOUND,
+        &protocol::removed_message(method),
+        Some(&json!({ "method": method })),
+    )
 }
 
 /// Who the caller is, for binding `requestState`: the authenticated identity, or one shared

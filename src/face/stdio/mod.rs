@@ -228,40 +228,8 @@ pub async fn serve<R, W>(
     let writer = tokio::spawn(write_loop(output, out_rx));
     // Subscribed before the host's first line: nothing the upstream sends is missed.
     let server_events = up.subscribe();
-    let face = Arc::new(Face {
-        up,
-        out,
-        host: Mutex::new(Host::default()),
-        inflight: Mutex::new(HashMap::new()),
-        listens: Mutex::new(HashMap::new()),
-        resource_subs: ResourceSubs::default(),
-        held_started: AtomicBool::new(false),
-        subs: Subscriptions::new(),
-        stopping: CancellationToken::new(),
-        server_requests: Mutex::new(HashMap::new()),
-        input_waits: Mutex::new(HashMap::new()),
-        signer: StateSigner::new(),
-        parked: ParkStore::new(MAX_PARKED),
-        tracker: TaskTracker::new(),
-        obs,
-    });
-    // Parked calls whose host never came back are cancelled at the remote.
-    let sweeper = {
-        let face = Arc::clone(&face);
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_secs(5)).await;
-                for mut p in face.parked.take_expired() {
-                    info!(
-                        "a {} waiting for the host's input expired: cancelled",
-                        p.method
-                    );
-                    // Counted by the handle as it drops.
-                    p.handle.set_cancel_reason("timeout");
-                }
-            }
-        })
-    };
+    let face = Face::new(up, out, obs);
+    let sweeper = tokio::spawn(sweep_parked(Arc::clone(&face)));
     // Traffic from the upstream that belongs to no call (a 2025 remote's GET stream).
     let events_task = tokio::spawn(forward_events(Arc::clone(&face), server_events));
     let mut lines = FramedRead::new(input, LineDecoder::new(max_line));
@@ -293,27 +261,68 @@ pub async fn serve<R, W>(
             Some(Ok(Line::Frame(f))) => face.handle_line(f).await,
         }
     }
-    // End the listens (with their completion results), cancel what is still running (each
-    // cancellation reaches the upstream and is counted where it lands), then flush stdout.
-    // The upstream itself is stopped by whoever started it.
-    face.stopping.cancel();
-    for (_, c) in lock(&face.inflight).drain() {
-        c.stop.cancel(if c.listen {
-            RELEASED_BY_BRIDGE
-        } else {
-            "shutdown"
-        });
-    }
     sweeper.abort();
-    for mut p in face.parked.take_all() {
-        p.handle.set_cancel_reason("shutdown");
-    }
-    lock(&face.input_waits).clear();
-    face.tracker.close();
-    let _ = tokio::time::timeout(Duration::from_secs(5), face.tracker.wait()).await;
+    face.shut_down().await;
     events_task.abort();
     drop(face);
     let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+}
+
+impl Face {
+    fn new(up: SharedUpstream, out: mpsc::Sender<Bytes>, obs: HostObserver) -> Arc<Self> {
+        Arc::new(Face {
+            up,
+            out,
+            host: Mutex::new(Host::default()),
+            inflight: Mutex::new(HashMap::new()),
+            listens: Mutex::new(HashMap::new()),
+            resource_subs: ResourceSubs::default(),
+            held_started: AtomicBool::new(false),
+            subs: Subscriptions::new(),
+            stopping: CancellationToken::new(),
+            server_requests: Mutex::new(HashMap::new()),
+            input_waits: Mutex::new(HashMap::new()),
+            signer: StateSigner::new(),
+            parked: ParkStore::new(MAX_PARKED),
+            tracker: TaskTracker::new(),
+            obs,
+        })
+    }
+
+    /// End the listens (with their completion results), cancel what is still running (each
+    /// cancellation reaches the upstream and is counted where it lands) and wait (bounded)
+    /// for the face's tasks. The upstream itself is stopped by whoever started it.
+    async fn shut_down(&self) {
+        self.stopping.cancel();
+        for (_, c) in lock(&self.inflight).drain() {
+            c.stop.cancel(if c.listen {
+                RELEASED_BY_BRIDGE
+            } else {
+                "shutdown"
+            });
+        }
+        for mut p in self.parked.take_all() {
+            p.handle.set_cancel_reason("shutdown");
+        }
+        lock(&self.input_waits).clear();
+        self.tracker.close();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
+    }
+}
+
+/// Cancel at the remote the parked calls whose host never came back.
+async fn sweep_parked(face: Arc<Face>) {
+    loop {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        for mut p in face.parked.take_expired() {
+            info!(
+                "a {} waiting for the host's input expired: cancelled",
+                p.method
+            );
+            // Counted by the handle as it drops.
+            p.handle.set_cancel_reason("timeout");
+        }
+    }
 }
 
 /// Carry the upstream's traffic that belongs to no call to the host, until it ends.
@@ -424,10 +433,7 @@ impl Face {
             .is_some_and(|v| !protocol::is_legacy_version(&v));
         if modern && protocol::removed_in_modern(&method) {
             // A 2026 request for a method 2026 removed: not found, whichever era the remote is.
-            let msg = format!(
-                "Method not found: {method} was removed in {}",
-                protocol::MODERN
-            );
+            let msg = protocol::removed_message(&method);
             self.refuse(t, id, code::METHOD_NOT_FOUND, &msg);
             return;
         }
@@ -441,48 +447,9 @@ impl Face {
             tokio::spawn(async move { me.reply(t, &id, pong).await });
             return;
         }
-        let ctx = if modern {
-            let Ok(level) = protocol::request_log_level(params.as_deref()) else {
-                let msg = "invalid io.modelcontextprotocol/logLevel";
-                self.refuse(t, id, code::INVALID_PARAMS, msg);
-                return;
-            };
-            let mut h = lock(&self.host);
-            if h.era.is_none() {
-                info!("the host speaks 2026-07-28");
-                h.era = Some(Era::Modern);
-            }
-            CallCtx {
-                log_level: level,
-                ..CallCtx::modern()
-            }
-        } else {
-            let mut h = lock(&self.host);
-            if method == "logging/setLevel" {
-                // Kept before the next request is read: it is stamped on the host's later
-                // requests to a 2026 remote.
-                let level = params
-                    .as_deref()
-                    .and_then(Fields::parse)
-                    .and_then(|f| f.get("level").map(ToOwned::to_owned))
-                    .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
-                    .and_then(|l| protocol::log_level(&l));
-                let Some((level, _)) = level else {
-                    drop(h);
-                    let msg = "invalid or missing logging level";
-                    self.refuse(t, id, code::INVALID_PARAMS, msg);
-                    return;
-                };
-                h.log_level = Some(level);
-            }
-            CallCtx {
-                client_era: Era::Legacy,
-                stamp_meta: protocol::stamp_with_log_level(&h.stamp, h.log_level),
-                session: None,
-                accepts_server_requests: true,
-                log_level: None,
-                tool: None,
-            }
+        let ctx = match self.call_ctx(modern, &method, params.as_deref()) {
+            Ok(ctx) => ctx,
+            Err(msg) => return self.refuse(t, id, code::INVALID_PARAMS, msg),
         };
         let stop = Stop::default();
         let listen = modern && method == "subscriptions/listen";
@@ -513,6 +480,48 @@ impl Face {
         self.tracker.spawn(async move {
             me.run_call(t, id, call, stop).await;
         });
+    }
+
+    /// The context of a host request: a 2026 request's log level from its `_meta`; a 2025
+    /// host's stamp and the level its `logging/setLevel` kept (kept here, before the next
+    /// request is read: it is stamped on the host's later requests to a 2026 remote). Err:
+    /// the message of the -32602 refusal.
+    fn call_ctx(
+        &self,
+        modern: bool,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<CallCtx, &'static str> {
+        let mut h = lock(&self.host);
+        if modern {
+            let level = protocol::request_log_level(params)
+                .map_err(|_| "invalid io.modelcontextprotocol/logLevel")?;
+            if h.era.is_none() {
+                info!("the host speaks 2026-07-28");
+                h.era = Some(Era::Modern);
+            }
+            return Ok(CallCtx {
+                log_level: level,
+                ..CallCtx::modern()
+            });
+        }
+        if method == "logging/setLevel" {
+            let level = params
+                .and_then(Fields::parse)
+                .and_then(|f| f.get("level").map(ToOwned::to_owned))
+                .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
+                .and_then(|l| protocol::log_level(&l));
+            let (level, _) = level.ok_or("invalid or missing logging level")?;
+            h.log_level = Some(level);
+        }
+        Ok(CallCtx {
+            client_era: Era::Legacy,
+            stamp_meta: protocol::stamp_with_log_level(&h.stamp, h.log_level),
+            session: None,
+            accepts_server_requests: true,
+            log_level: None,
+            tool: None,
+        })
     }
 
     fn start_initialize(self: &Arc<Self>, t: Tracked, id: String, params: Option<Box<RawValue>>) {

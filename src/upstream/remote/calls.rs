@@ -86,21 +86,8 @@ impl Remote {
     ) -> Outcome {
         // A 2025 host's `logging/setLevel` never gets here: the stdio face keeps the level and
         // stamps it on the host's later requests as `_meta` logLevel.
-        let legacy_host = call.ctx.client_era == Era::Legacy;
-        let stamped;
-        let mut params = call.params.as_deref();
-        if !call.ctx.stamp_meta.is_empty() {
-            let add: Vec<(&str, &RawValue)> = call
-                .ctx
-                .stamp_meta
-                .iter()
-                .map(|(k, v)| (k.as_str(), &**v))
-                .collect();
-            if let Some(p) = jsonrpc::rewrite_request_params(params, None, &add) {
-                stamped = jsonrpc::raw(&p);
-                params = Some(&stamped);
-            }
-        }
+        let stamped = stamped_params(call);
+        let params = stamped.as_deref().or(call.params.as_deref());
         let version = jsonrpc::meta_field(params, protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .unwrap_or_else(|| protocol::MODERN.to_owned());
@@ -166,23 +153,7 @@ impl Remote {
                 None
             };
             let r: &RawValue = filtered.as_deref().unwrap_or(r);
-            if legacy_host
-                && memchr::memmem::find(r.get().as_bytes(), b"input_required").is_some()
-                && Fields::parse(r)
-                    .and_then(|f| f.get("resultType").map(|v| v.get() == "\"input_required\""))
-                    == Some(true)
-            {
-                // Left as it is: the stdio face turns it into requests to the 2025 host and
-                // retries with the answers.
-                return Outcome::Result(ToOwned::to_owned(r));
-            }
-            if legacy_host {
-                // 2025 hosts do not know `resultType`/`ttlMs`/`cacheScope`.
-                if let Some(t) = protocol::modern_result_to_legacy(r) {
-                    return Outcome::Result(jsonrpc::raw(&t));
-                }
-            }
-            return Outcome::Result(ToOwned::to_owned(r));
+            return result_for(call.ctx.client_era, r);
         }
     }
 
@@ -401,4 +372,37 @@ pub(super) fn strip_modern_meta(params: &RawValue) -> Option<String> {
     let mut out = BytesMut::new();
     jsonrpc::write_object(&mut out, &fields);
     String::from_utf8(out.to_vec()).ok()
+}
+
+/// A call's params with the `_meta` entries its context stamps on a 2026 request (None:
+/// nothing to add, the params go as they are).
+fn stamped_params(call: &Call) -> Option<Box<RawValue>> {
+    if call.ctx.stamp_meta.is_empty() {
+        return None;
+    }
+    let add: Vec<(&str, &RawValue)> = call
+        .ctx
+        .stamp_meta
+        .iter()
+        .map(|(k, v)| (k.as_str(), &**v))
+        .collect();
+    jsonrpc::rewrite_request_params(call.params.as_deref(), None, &add).map(|p| jsonrpc::raw(&p))
+}
+
+/// A 2026 remote's result as the caller's era reads it. For a 2025 caller the 2026-only
+/// fields go (`resultType`, `ttlMs`, `cacheScope`), except on `input_required`, which is left
+/// as it is: the face turns it into requests to the 2025 host and retries with the answers.
+fn result_for(client_era: Era, r: &RawValue) -> Outcome {
+    if client_era == Era::Legacy {
+        let input_required = memchr::memmem::find(r.get().as_bytes(), b"input_required").is_some()
+            && Fields::parse(r)
+                .and_then(|f| f.get("resultType").map(|v| v.get() == "\"input_required\""))
+                == Some(true);
+        if !input_required {
+            if let Some(t) = protocol::modern_result_to_legacy(r) {
+                return Outcome::Result(jsonrpc::raw(&t));
+            }
+        }
+    }
+    Outcome::Result(ToOwned::to_owned(r))
 }
