@@ -289,6 +289,49 @@ async fn http2_oversize_head_gets_counted_431() {
     until_at_least(&client(), &murl, &series("other", "other", "431"), 1.0).await;
 }
 
+/// The HTTP/2 head limit is the user's: with `--h2-max-header-list-size 8KiB` a 10 KB header
+/// (well under the 64 KiB default) gets the counted 431 and a 2 KB one passes; the same key
+/// under `[limits]` in a config file applies too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_header_list_limit_is_configurable() {
+    let h2 = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let probe = |b: &Bridge, n: usize| {
+        h2.get(b.endpoint("/healthz"))
+            .header("x-filler", "v".repeat(n))
+            .send()
+    };
+    let b = Bridge::demo(&["--metrics-listen", "127.0.0.1:0"]).await;
+    assert_eq!(probe(&b, 10_000).await.unwrap().status(), 200, "default");
+    drop(b);
+
+    let b = Bridge::demo(&[
+        "--metrics-listen",
+        "127.0.0.1:0",
+        "--h2-max-header-list-size",
+        "8KiB",
+    ])
+    .await;
+    let murl = metrics_url(&b).await;
+    assert_eq!(probe(&b, 2_000).await.unwrap().status(), 200);
+    assert_eq!(probe(&b, 10_000).await.unwrap().status(), 431);
+    until_at_least(&client(), &murl, &series("other", "other", "431"), 1.0).await;
+    drop(b);
+
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[limits]\nh2_max_header_list_size = \"8KiB\"\nh2_max_concurrent_streams = 4\n\
+         h2_max_pending_resets = 10\n{}",
+        demo_server("a", &[])
+    );
+    let b = daemon(&write(dir.path(), "h2.toml", &text)).await;
+    assert_eq!(probe(&b, 2_000).await.unwrap().status(), 200);
+    assert_eq!(probe(&b, 10_000).await.unwrap().status(), 431);
+}
+
 /// `[limits]` in the file applies to the listener (its header timeout closes a half head),
 /// the router's own answers (health, 404) are counted, and listener keys in a server's own
 /// table or unknown keys are exit 78 with their place.

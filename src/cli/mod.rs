@@ -186,6 +186,17 @@ pub struct ServeArgs {
     /// response ends, so SSE streams and long calls count; beyond it: 503 with Retry-After.
     #[arg(long, default_value_t = 4096, value_name = "N")]
     pub max_streams: usize,
+    /// HTTP/2: streams open at once on one connection (never more than --max-streams).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub h2_max_concurrent_streams: u32,
+    /// HTTP/2: largest request head (RFC 7541 size); beyond it 431. Twice this is advertised
+    /// as SETTINGS_MAX_HEADER_LIST_SIZE.
+    #[arg(long, default_value = "64KiB", value_parser = parse_size, value_name = "SIZE")]
+    pub h2_max_header_list_size: usize,
+    /// HTTP/2: streams a client may open and reset before they are accepted, before the
+    /// connection is closed (the rapid-reset flood).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub h2_max_pending_resets: usize,
     /// Run as a daemon from a TOML configuration file with named servers (src/config.rs);
     /// flags given explicitly override the file. SIGHUP re-reads it.
     #[arg(long, value_name = "FILE")]
@@ -224,6 +235,11 @@ impl ServeArgs {
             self.http_idle_timeout,
             self.max_connections,
             self.max_streams,
+            crate::face::accept::H2Limits::new(
+                Some(self.h2_max_concurrent_streams),
+                Some(self.h2_max_header_list_size),
+                Some(self.h2_max_pending_resets),
+            ),
         )
     }
 }

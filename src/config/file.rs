@@ -327,6 +327,12 @@ pub struct Limits {
     pub max_connections: Option<usize>,
     /// Global only: as `--max-streams`.
     pub max_streams: Option<usize>,
+    /// Global only: as `--h2-max-concurrent-streams`.
+    pub h2_max_concurrent_streams: Option<u32>,
+    /// Global only: as `--h2-max-header-list-size`.
+    pub h2_max_header_list_size: Option<Size>,
+    /// Global only: as `--h2-max-pending-resets`.
+    pub h2_max_pending_resets: Option<usize>,
 }
 
 /// A duration: `"250ms"`, `"10s"`, `"5m"`, `"1h"`, or a number of seconds.
@@ -395,6 +401,9 @@ impl Limits {
             idle_timeout: base.idle_timeout,
             max_connections: base.max_connections,
             max_streams: base.max_streams,
+            h2_max_concurrent_streams: base.h2_max_concurrent_streams,
+            h2_max_header_list_size: base.h2_max_header_list_size,
+            h2_max_pending_resets: base.h2_max_pending_resets,
         }
     }
 
@@ -406,6 +415,18 @@ impl Limits {
             ("idle_timeout", self.idle_timeout.is_some()),
             ("max_connections", self.max_connections.is_some()),
             ("max_streams", self.max_streams.is_some()),
+            (
+                "h2_max_concurrent_streams",
+                self.h2_max_concurrent_streams.is_some(),
+            ),
+            (
+                "h2_max_header_list_size",
+                self.h2_max_header_list_size.is_some(),
+            ),
+            (
+                "h2_max_pending_resets",
+                self.h2_max_pending_resets.is_some(),
+            ),
         ]
         .into_iter()
         .find(|(_, set)| *set)
@@ -421,6 +442,11 @@ impl Limits {
             self.idle_timeout.map_or(d.idle_timeout, |v| v.0),
             Some(self.max_connections.unwrap_or(d.max_connections)),
             self.max_streams.unwrap_or(d.max_streams),
+            crate::face::accept::H2Limits::new(
+                self.h2_max_concurrent_streams,
+                self.h2_max_header_list_size.map(|s| s.0),
+                self.h2_max_pending_resets,
+            ),
         )
     }
 }

@@ -729,6 +729,15 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
     if g("max_streams") {
         c.max_streams = flags.max_streams;
     }
+    if g("h2_max_concurrent_streams") {
+        c.h2.max_concurrent_streams = flags.h2.max_concurrent_streams;
+    }
+    if g("h2_max_header_list_size") {
+        c.h2.max_header_list = flags.h2.max_header_list;
+    }
+    if g("h2_max_pending_resets") {
+        c.h2.max_pending_resets = flags.h2.max_pending_resets;
+    }
     for s in &mut plan.servers {
         let l = &mut s.limits;
         given!(l <- args: call_timeout, start_wait, probe_timeout, session_timeout);

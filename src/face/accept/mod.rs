@@ -43,22 +43,10 @@ pub const ROUTE_CONNECTION_CAP: &str = "connection_cap";
 /// The `route` label of a request refused at `--max-streams`.
 pub const ROUTE_STREAM_CAP: &str = "stream_cap";
 
-/// An HTTP/2 request head larger than this (RFC 7541 size: names, values, 32 per field) gets a
-/// counted 431 from the bridge, as HTTP/1 heads over hyper's limits do. hyper's HTTP/1 head
-/// limit is ~400 KB and 100 fields; 64 KiB is already far beyond any MCP request's headers.
-const H2_HEADER_LIST: usize = 64 << 10;
-/// The same field-count limit as hyper's HTTP/1 parser.
+/// The same field-count limit as hyper's HTTP/1 parser, for HTTP/2 heads.
 const H2_MAX_FIELDS: usize = 100;
-/// Advertised to HTTP/2 peers (`SETTINGS_MAX_HEADER_LIST_SIZE`): the hard bound, above which
-/// the h2 library refuses a head itself (its 431 cannot be seen, so it is not counted).
-const H2_HARD_HEADER_LIST: u32 = 128 << 10;
-/// Streams per HTTP/2 connection (hyper's default is 200): `--max-streams` bounds the total.
-const H2_STREAMS_PER_CONNECTION: u32 = 100;
-/// Streams a client may open and reset before the bridge accepts them (the "rapid reset"
-/// flood, CVE-2023-44487), and streams the bridge may reset for the client's errors, before
-/// the connection is closed: hyper's defaults (20, 1024) are for web servers; an MCP client
-/// resets few streams.
-const H2_PENDING_RESETS: usize = 20;
+/// Streams the bridge may reset for the client's errors before it closes the connection
+/// (hyper's default is 1024; an MCP client makes few).
 const H2_LOCAL_ERROR_RESETS: usize = 256;
 /// Refusals at the connection cap being written at once; beyond it a refused connection is
 /// closed without a word (the refusal must stay cheaper than what it protects).
@@ -80,6 +68,7 @@ pub struct ConnLimits {
     /// Requests (HTTP/1 requests, HTTP/2 streams) open at once on one listener, each until its
     /// response body ends.
     pub max_streams: usize,
+    pub h2: H2Limits,
 }
 
 impl Default for ConnLimits {
@@ -96,7 +85,58 @@ impl Default for ConnLimits {
             idle_timeout: Duration::from_secs(120),
             max_connections: auto_max_connections(),
             max_streams: 4096,
+            h2: H2Limits::default(),
         }
+    }
+}
+
+/// HTTP/2's own limits, per connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct H2Limits {
+    /// Streams open at once on one connection (`SETTINGS_MAX_CONCURRENT_STREAMS`; never more
+    /// than `max_streams`, which bounds the listener's total).
+    pub max_concurrent_streams: u32,
+    /// A request head larger than this (RFC 7541 size: names, values, 32 per field) gets a
+    /// counted 431 from the bridge, as HTTP/1 heads over hyper's limits do. Twice this is
+    /// advertised as `SETTINGS_MAX_HEADER_LIST_SIZE`: a peer that ignores it and sends more
+    /// is refused by the h2 library itself, which the bridge cannot see or count.
+    pub max_header_list: usize,
+    /// Streams a client may open and reset before the bridge accepts them before the
+    /// connection is closed (the "rapid reset" flood, CVE-2023-44487).
+    pub max_pending_resets: usize,
+}
+
+impl Default for H2Limits {
+    /// 100 streams (hyper's default is 200; `--max-streams` bounds the total anyway); 64 KiB of
+    /// head, far beyond any MCP request's (hyper's HTTP/1 head limit is ~400 KB and 100
+    /// fields); 20 pending resets (hyper's default, already low for web browsers; an MCP
+    /// client resets few streams).
+    fn default() -> Self {
+        H2Limits {
+            max_concurrent_streams: 100,
+            max_header_list: 64 << 10,
+            max_pending_resets: 20,
+        }
+    }
+}
+
+impl H2Limits {
+    /// From the settings given (None: the default), each at least 1 (a head list at least
+    /// 4 KiB, at most 16 MiB).
+    pub fn new(streams: Option<u32>, header_list: Option<usize>, resets: Option<usize>) -> Self {
+        let d = H2Limits::default();
+        H2Limits {
+            max_concurrent_streams: streams.unwrap_or(d.max_concurrent_streams).max(1),
+            max_header_list: header_list
+                .unwrap_or(d.max_header_list)
+                .clamp(4 << 10, 16 << 20),
+            max_pending_resets: resets.unwrap_or(d.max_pending_resets).max(1),
+        }
+    }
+
+    /// What the h2 library enforces itself (advertised to peers).
+    fn hard_header_list(&self) -> u32 {
+        u32::try_from(self.max_header_list.saturating_mul(2)).unwrap_or(u32::MAX)
     }
 }
 
@@ -113,6 +153,7 @@ impl ConnLimits {
         idle_timeout: Duration,
         max_connections: Option<usize>,
         max_streams: usize,
+        h2: H2Limits,
     ) -> Self {
         ConnLimits {
             header_timeout: header_timeout.max(MIN_TIMEOUT),
@@ -123,6 +164,7 @@ impl ConnLimits {
                 .unwrap_or_else(auto_max_connections)
                 .clamp(1, Semaphore::MAX_PERMITS),
             max_streams: max_streams.clamp(1, Semaphore::MAX_PERMITS),
+            h2,
         }
     }
 }
@@ -230,12 +272,12 @@ fn builder(l: &ConnLimits) -> Builder<TokioExecutor> {
     b.http1().timer(TokioTimer::new());
     let per_conn = u32::try_from(l.max_streams)
         .unwrap_or(u32::MAX)
-        .clamp(1, H2_STREAMS_PER_CONNECTION);
+        .clamp(1, l.h2.max_concurrent_streams);
     b.http2()
         .timer(TokioTimer::new())
         .max_concurrent_streams(per_conn)
-        .max_header_list_size(H2_HARD_HEADER_LIST)
-        .max_pending_accept_reset_streams(H2_PENDING_RESETS)
+        .max_header_list_size(l.h2.hard_header_list())
+        .max_pending_accept_reset_streams(l.h2.max_pending_resets)
         .max_local_error_reset_streams(H2_LOCAL_ERROR_RESETS);
     b
 }
@@ -399,7 +441,9 @@ where
     Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
 {
     let busy = state.enter();
-    let early = if req.version() == Version::HTTP_2 && h2_head_too_large(&req) {
+    let early = if req.version() == Version::HTTP_2
+        && h2_head_too_large(&req, shared.cfg.limits.h2.max_header_list)
+    {
         shared.cfg.metrics.http_connection_response(431);
         Err(status_only(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE))
     } else {
@@ -435,13 +479,13 @@ where
 }
 
 /// An HTTP/2 head over the limits HTTP/1 heads have (field count, size).
-fn h2_head_too_large<B>(req: &Request<B>) -> bool {
+fn h2_head_too_large<B>(req: &Request<B>, max: usize) -> bool {
     let h = req.headers();
     if h.len() > H2_MAX_FIELDS {
         return true;
     }
     let fields: usize = h.iter().map(|(n, v)| n.as_str().len() + v.len() + 32).sum();
-    fields + req.uri().to_string().len() > H2_HEADER_LIST
+    fields + req.uri().to_string().len() > max
 }
 
 /// A connection ended in an error: count the answer hyper wrote on it itself, if it wrote one.

@@ -225,6 +225,7 @@ mod tests {
             Duration::from_secs(120),
             Some(10),
             10,
+            super::super::H2Limits::default(),
         )
     }
 
