@@ -24,6 +24,8 @@ pub struct Host {
     pub log: Log,
     /// Lines on stdout that were not JSON-RPC (must stay empty).
     pub junk: Arc<Mutex<Vec<String>>>,
+    /// True while the reader leaves stdout unread (a host that reads too slowly).
+    paused: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl Host {
@@ -50,10 +52,19 @@ impl Host {
         let stdout = stdout.expect("stdout piped");
         let junk = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = mpsc::channel();
+        let paused: Arc<(Mutex<bool>, std::sync::Condvar)> = Arc::default();
         {
             let junk = junk.clone();
+            let paused = paused.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stdout).lines() {
+                    {
+                        let (m, cv) = &*paused;
+                        let mut p = m.lock().unwrap_or_else(|p| p.into_inner());
+                        while *p {
+                            p = cv.wait(p).unwrap_or_else(|p| p.into_inner());
+                        }
+                    }
                     let Ok(l) = line else { break };
                     match serde_json::from_str::<Value>(&l) {
                         Ok(v) if v["jsonrpc"] == "2.0" => {
@@ -72,7 +83,19 @@ impl Host {
             backlog: Vec::new(),
             log,
             junk,
+            paused,
         }
+    }
+
+    /// Stop reading connect's stdout (after the line in hand): its pipe fills up, as with a
+    /// host that reads too slowly.
+    pub fn pause_reading(&self) {
+        *self.paused.0.lock().unwrap_or_else(|p| p.into_inner()) = true;
+    }
+
+    pub fn resume_reading(&self) {
+        *self.paused.0.lock().unwrap_or_else(|p| p.into_inner()) = false;
+        self.paused.1.notify_all();
     }
 
     pub fn pid(&self) -> u32 {
