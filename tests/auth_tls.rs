@@ -212,3 +212,62 @@ fn bad_tls_files_refuse_to_start() {
     assert_eq!(code, Some(64), "{log}");
     assert!(log.contains("--tls-cert"), "{log}");
 }
+
+/// At `--max-connections` on a TLS listener the refusal goes inside a completed handshake: a
+/// `503` with `Retry-After` the client can read, counted under route `connection_cap`.
+#[tokio::test]
+async fn tls_connection_cap_refuses_inside_the_handshake() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().unwrap();
+    let cert = make_cert(dir.path());
+    let (c, k) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    let b = Bridge::builder()
+        .serve()
+        .args([
+            "--demo",
+            "--port",
+            "0",
+            "--max-connections",
+            "1",
+            "--header-timeout",
+            "60s",
+            "--metrics-listen",
+            "127.0.0.1:0",
+            "--tls-cert",
+            c.to_str().unwrap(),
+            "--tls-key",
+            k.to_str().unwrap(),
+        ])
+        .spawn()
+        .await;
+    let murl = metrics_url(&b).await;
+    let cfg = client_config(&cert, &[b"http/1.1"], rustls::ALL_VERSIONS);
+    let _held = connect(&b, cfg.clone()).await.unwrap();
+    let mut refused = connect(&b, cfg)
+        .await
+        .expect("the refused connection still completes its handshake");
+    refused
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), refused.read_to_end(&mut out)).await;
+    assert!(read.is_ok(), "the refused connection was not closed");
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.starts_with("HTTP/1.1 503 "), "{out:?}");
+    assert!(out.contains("Retry-After: 1\r\n"), "{out:?}");
+    let series =
+        "mcp_bridge_http_responses_total{method=\"other\",route=\"connection_cap\",status=\"503\"}";
+    let until = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = scrape(&client(), &murl).await;
+        if sample(&t, series) == Some(1.0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "{series} not counted:\n{t}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
