@@ -29,6 +29,25 @@ fn make_cert(dir: &std::path::Path) -> CertificateDer<'static> {
     ck.cert.der().clone()
 }
 
+/// `serve --demo` on port 0 with the certificate `make_cert` wrote in `dir`, and `extra`.
+async fn serve_tls(dir: &std::path::Path, extra: &[&str]) -> Bridge {
+    let (c, k) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let tls = [
+        "--tls-cert",
+        c.to_str().unwrap(),
+        "--tls-key",
+        k.to_str().unwrap(),
+    ];
+    Bridge::builder()
+        .log_level("info")
+        .serve()
+        .args(["--demo", "--port", "0"])
+        .args(tls)
+        .args(extra.iter().copied())
+        .spawn()
+        .await
+}
+
 fn client_config(
     trust: &CertificateDer<'static>,
     alpn: &[&[u8]],
@@ -98,29 +117,8 @@ async fn tls_with_alpn_versions_and_reload() {
     let first = make_cert(dir.path());
     let tokens = dir.path().join("tokens");
     std::fs::write(&tokens, format!("tls:{TOKEN}\n")).unwrap();
-    let (c, k, t) = (
-        dir.path().join("cert.pem"),
-        dir.path().join("key.pem"),
-        tokens.to_str().unwrap().to_owned(),
-    );
-    let b = Bridge::builder()
-        .log_level("info")
-        .serve()
-        .args([
-            "--demo",
-            "--port",
-            "0",
-            "--auth",
-            "bearer",
-            "--token-file",
-            &t,
-            "--tls-cert",
-            c.to_str().unwrap(),
-            "--tls-key",
-            k.to_str().unwrap(),
-        ])
-        .spawn()
-        .await;
+    let t = tokens.to_str().unwrap().to_owned();
+    let b = serve_tls(dir.path(), &["--auth", "bearer", "--token-file", &t]).await;
     assert!(b.url.starts_with("https://127.0.0.1:"), "{}", b.url);
     let uri = format!("https://localhost:{}/mcp", b.addr.port());
     let all = rustls::ALL_VERSIONS;
@@ -220,26 +218,18 @@ async fn tls_connection_cap_refuses_inside_the_handshake() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let dir = tempfile::tempdir().unwrap();
     let cert = make_cert(dir.path());
-    let (c, k) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
-    let b = Bridge::builder()
-        .serve()
-        .args([
-            "--demo",
-            "--port",
-            "0",
+    let b = serve_tls(
+        dir.path(),
+        &[
             "--max-connections",
             "1",
             "--header-timeout",
             "60s",
             "--metrics-listen",
             "127.0.0.1:0",
-            "--tls-cert",
-            c.to_str().unwrap(),
-            "--tls-key",
-            k.to_str().unwrap(),
-        ])
-        .spawn()
-        .await;
+        ],
+    )
+    .await;
     let murl = metrics_url(&b).await;
     let cfg = client_config(&cert, &[b"http/1.1"], rustls::ALL_VERSIONS);
     let _held = connect(&b, cfg.clone()).await.unwrap();
