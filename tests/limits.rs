@@ -205,7 +205,8 @@ async fn connection_cap_refuses_with_503_and_counts() {
 }
 
 /// Beyond `--max-streams` (an open SSE call holds one): `503` with `Retry-After`, counted under
-/// route `stream_cap`; when the stream ends the next request is served.
+/// route `stream_cap`, `/healthz` still answered; when the stream ends the next request is
+/// served.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stream_cap_refuses_with_503_and_counts() {
     let b = Bridge::demo(&[
@@ -235,6 +236,12 @@ async fn stream_cap_refuses_with_503_and_counts() {
     assert_eq!(r.status, 503, "{:?}", r.messages);
     assert_eq!(r.header("retry-after").as_deref(), Some("1"));
     until_at_least(&c, &murl, &series("stream_cap", "POST", "503"), 1.0).await;
+    // The liveness probe is not capped (busy is not dead); readiness is (a full listener reads
+    // unready, so a balancer sends new work elsewhere).
+    let live = c.get(b.endpoint("/healthz")).send().await.unwrap();
+    assert_eq!(live.status(), 200);
+    let ready = c.get(b.endpoint("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 503);
     drop(stream);
     let r = echo_until_ok(&c, &b.url, "after", Duration::from_secs(20)).await;
     assert_eq!(r.status, 200);

@@ -468,6 +468,7 @@ fn spawn_accept_loops(
             grace: plan.shutdown_grace,
             metrics: d.metrics.clone(),
             limits: plan.conn,
+            uncapped: router::UNCAPPED,
         };
         loops.push(tokio::spawn(router::accept_loop(
             l,

@@ -29,6 +29,13 @@ use crate::face::http::{self, App, HttpConfig};
 use crate::face::respond::{self, status_only, Body};
 use crate::metrics::Metrics;
 
+/// The liveness probe's path. Its `GET` does not count against `--max-streams` (a bridge full
+/// of long streams is busy, not dead); `/readyz` does, so a full listener reads unready and a
+/// balancer sends new work elsewhere.
+pub const LIVENESS: &str = "/healthz";
+/// What the accept loop leaves out of the stream cap.
+pub const UNCAPPED: &[&str] = &[LIVENESS];
+
 /// One running named server.
 pub struct ServerRt {
     pub spec: ServerSpec,
@@ -174,7 +181,7 @@ impl Router {
             .as_ref()
             .and_then(|d| routes.servers.get(d))
             .cloned();
-        if path == "/healthz" {
+        if path == LIVENESS {
             return Pick::Health(false);
         }
         if path == "/readyz" {

@@ -7,7 +7,8 @@
 //! counting of every answer written here or by hyper below the handler.
 //!
 //! It is shaped as one function taking the request handler as a closure so that the listener
-//! knows nothing of routes or apps: the daemon's router is the only handler today.
+//! knows nothing of routes or apps (the daemon's router is the only handler today) beyond the
+//! paths the router names as never capped (`AcceptCfg::uncapped`: the liveness probe).
 
 mod body;
 mod watch;
@@ -189,6 +190,9 @@ pub struct AcceptCfg {
     pub grace: Duration,
     pub metrics: Arc<Metrics>,
     pub limits: ConnLimits,
+    /// Paths whose `GET` is answered at once and never counted against `max_streams`: the
+    /// liveness probe, so that a bridge full of long streams is not restarted for being busy.
+    pub uncapped: &'static [&'static str],
 }
 
 /// What every connection task of one listener shares.
@@ -446,9 +450,11 @@ where
     {
         shared.cfg.metrics.http_connection_response(431);
         Err(status_only(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE))
+    } else if req.method() == http::Method::GET && shared.cfg.uncapped.contains(&req.uri().path()) {
+        Ok(None)
     } else {
         match shared.streams.clone().try_acquire_owned() {
-            Ok(p) => Ok(p),
+            Ok(p) => Ok(Some(p)),
             Err(_) => {
                 let m = req.method().as_str();
                 shared.cfg.metrics.http_response(ROUTE_STREAM_CAP, m, 503);
