@@ -31,10 +31,13 @@ impl std::fmt::Display for BodyTimeout {
 
 impl std::error::Error for BodyTimeout {}
 
-/// A request body that fails with [`BodyTimeout`] once its deadline passes.
+/// A request body that fails with [`BodyTimeout`] once its deadline passes. Its timer is
+/// made only when the body is not all there at the first read: most bodies arrive with their
+/// head, and a timer per request is a timer-wheel entry and an allocation for nothing.
 pub struct ReqBody {
     inner: Incoming,
-    deadline: Pin<Box<Sleep>>,
+    deadline: tokio::time::Instant,
+    timer: Option<Pin<Box<Sleep>>>,
 }
 
 impl ReqBody {
@@ -42,7 +45,8 @@ impl ReqBody {
     pub fn new(inner: Incoming, limit: Duration) -> Self {
         ReqBody {
             inner,
-            deadline: Box::pin(tokio::time::sleep(limit)),
+            deadline: tokio::time::Instant::now() + limit,
+            timer: None,
         }
     }
 }
@@ -61,7 +65,11 @@ impl Body for ReqBody {
         if self.inner.is_end_stream() {
             return Poll::Ready(None);
         }
-        match self.deadline.as_mut().poll(cx) {
+        let deadline = self.deadline;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        match timer.as_mut().poll(cx) {
             Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyTimeout)))),
             Poll::Pending => Poll::Pending,
         }

@@ -328,7 +328,7 @@ fn refuse(
 /// until it closes (so that the close does not reset the connection before the client read the
 /// answer). None when the client sent nothing or the write failed.
 async fn write_and_close(s: Stream, msg: &[u8]) -> Option<()> {
-    let mut ws = Watched::new(s, ConnState::new());
+    let mut ws = Watched::new(s, ConnState::new(&ConnLimits::default()));
     let mut head = Vec::new();
     let mut buf = [0u8; 2048];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 << 10 {
@@ -361,8 +361,8 @@ async fn serve_one<F, Fut>(
     F: Fn(Request<ReqBody>, SocketAddr) -> Fut + Clone + Send + Sync + 'static,
     Fut: std::future::Future<Output = Response<Body>> + Send + 'static,
 {
-    let state = ConnState::new();
     let limits = shared.cfg.limits;
+    let state = ConnState::new(&limits);
     let stream = match &shared.cfg.tls {
         None => Stream::Plain(tcp),
         Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(tcp)).await {
@@ -386,11 +386,19 @@ async fn serve_one<F, Fut>(
     tokio::pin!(conn);
     let mut stopping_seen = false;
     let mut closing: Option<Instant> = None;
+    // One timer for the connection's life, reset only when the time to look changes.
+    let clock = tokio::time::sleep_until(state.arm(&limits));
+    tokio::pin!(clock);
+    let mut fired = false;
     loop {
         let wake = match closing {
-            Some(at) => Some(at + CLOSE_GRACE),
-            None => state.deadline(&limits).map(|(at, _)| at),
+            Some(at) => at + CLOSE_GRACE,
+            None => state.arm(&limits),
         };
+        if fired || wake != clock.deadline() {
+            clock.as_mut().reset(wake);
+            fired = false;
+        }
         tokio::select! {
             r = conn.as_mut() => {
                 if let Err(e) = r {
@@ -403,7 +411,8 @@ async fn serve_one<F, Fut>(
                 conn.as_mut().graceful_shutdown();
             }
             _ = state.changed.notified() => {}
-            _ = sleep_until(wake) => {
+            _ = &mut clock => {
+                fired = true;
                 if closing.is_some() {
                     return;
                 }
@@ -421,13 +430,6 @@ async fn serve_one<F, Fut>(
                 }
             }
         }
-    }
-}
-
-async fn sleep_until(at: Option<Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

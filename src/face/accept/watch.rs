@@ -8,6 +8,14 @@
 //! and leave the idle timeout no say; and it does not cover the bytes before hyper knows the
 //! protocol (an HTTP/2 preface cut short). One clock here covers both protocols.
 //!
+//! The connection's task sleeps until the time it armed ([`ConnState::arm`]) and recomputes
+//! there; it is woken early only when a head begins that must close sooner than that, or a
+//! request begins while it sleeps for longer than the busy period. While
+//! requests are in flight it re-checks every `min(header_timeout, idle_timeout)`, so the end
+//! of a request needs no wake-up: a keep-alive client costs the task one extra wake-up per
+//! such period, not two per request (each would poll the whole connection again). An idle
+//! connection is closed up to that period late when its last request ended mid-period.
+//!
 //! The rules, while no request is in flight: a head that started arriving must be complete
 //! within `header_timeout`; a new connection must deliver its first request head within
 //! `header_timeout`; after a response, the next request must begin within `idle_timeout`. An
@@ -49,14 +57,24 @@ pub struct ConnState {
     /// Decided by the first bytes: an HTTP/2 preface.
     h2: AtomicBool,
     first_read: AtomicBool,
-    /// Woken when the clock's inputs change (a head begins, the last request ends).
+    /// Milliseconds since `start` the connection's task sleeps until (NONE: it is
+    /// recomputing, so whatever changes now it sees).
+    armed_ms: AtomicU64,
+    header_ms: u64,
+    /// While busy the task looks again this often: min(header, idle) timeout.
+    recheck_ms: u64,
+    /// Woken when a head begins that must be closed before the armed time.
     pub changed: Notify,
 }
 
 impl ConnState {
-    pub fn new() -> Arc<Self> {
+    pub fn new(l: &ConnLimits) -> Arc<Self> {
         Arc::new(ConnState {
             start: Instant::now(),
+            armed_ms: AtomicU64::new(NONE),
+            header_ms: u64::try_from(l.header_timeout.as_millis()).unwrap_or(NONE - 1),
+            recheck_ms: u64::try_from(l.header_timeout.min(l.idle_timeout).as_millis())
+                .unwrap_or(NONE - 1),
             in_flight: AtomicUsize::new(0),
             served: AtomicBool::new(false),
             idle_ms: AtomicU64::new(0),
@@ -80,6 +98,12 @@ impl ConnState {
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         self.served.store(true, Ordering::SeqCst);
         self.head_ms.store(NONE, Ordering::SeqCst);
+        // The task must look again within the busy period, so that the idle clock starts on
+        // time once this request ends (it is not woken then).
+        let soon = self.now_ms().saturating_add(self.recheck_ms);
+        if self.armed_ms.load(Ordering::SeqCst) > soon {
+            self.changed.notify_one();
+        }
         Busy(self.clone())
     }
 
@@ -96,9 +120,25 @@ impl ConnState {
             .head_ms
             .compare_exchange(NONE, now, Ordering::SeqCst, Ordering::SeqCst)
             .is_ok()
+            && self.armed_ms.load(Ordering::SeqCst) > now.saturating_add(self.header_ms)
         {
             self.changed.notify_one();
         }
+    }
+
+    /// When the connection's task must look again (and remember it): the deadline, or while
+    /// requests are in flight, the shorter of the two timeouts from now.
+    pub fn arm(&self, l: &ConnLimits) -> Instant {
+        // Unarmed while computing: a head that begins meanwhile wakes the task again.
+        self.armed_ms.store(NONE, Ordering::SeqCst);
+        let at = match self.deadline(l) {
+            Some((at, _)) => at,
+            None => Instant::now() + l.header_timeout.min(l.idle_timeout),
+        };
+        let ms = at.saturating_duration_since(self.start).as_millis();
+        self.armed_ms
+            .store(u64::try_from(ms).unwrap_or(NONE - 1), Ordering::SeqCst);
+        at
     }
 
     /// When the connection must be closed, and why; None while a request is in flight.
@@ -125,10 +165,9 @@ pub struct Busy(Arc<ConnState>);
 impl Drop for Busy {
     fn drop(&mut self) {
         let s = &self.0;
+        // No wake-up: the task looks again within the shorter timeout (see the module comment).
         s.idle_ms.store(s.now_ms(), Ordering::SeqCst);
-        if s.in_flight.fetch_sub(1, Ordering::SeqCst) == 1 {
-            s.changed.notify_one();
-        }
+        s.in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -236,7 +275,7 @@ mod tests {
     #[test]
     fn the_clock_follows_the_connection() {
         let l = limits();
-        let s = ConnState::new();
+        let s = ConnState::new(&limits());
         // New: its first head within the header timeout of the accept, bytes or not.
         assert_eq!(
             s.deadline(&l),
@@ -266,8 +305,32 @@ mod tests {
     }
 
     #[test]
+    fn only_a_head_due_before_the_armed_time_wakes_the_task() {
+        let l = limits();
+        let s = ConnState::new(&l);
+        drop(s.enter());
+        let first = std::pin::pin!(s.changed.notified());
+        let _ = futures_util::FutureExt::now_or_never(first);
+        // Idle, armed at the idle deadline (120 s): a head (due in 10 s) must wake the task.
+        assert!(s.arm(&l) >= s.start + l.idle_timeout);
+        s.on_read(b"GET");
+        let woken = std::pin::pin!(s.changed.notified());
+        assert!(futures_util::FutureExt::now_or_never(woken).is_some());
+        // A request begins while the task sleeps for the idle deadline: it must look sooner.
+        let busy = s.enter();
+        let woken = std::pin::pin!(s.changed.notified());
+        assert!(futures_util::FutureExt::now_or_never(woken).is_some());
+        // Busy: armed for a look within the header timeout; the next head is not due earlier.
+        assert!(s.arm(&l) <= Instant::now() + l.header_timeout);
+        drop(busy);
+        s.on_read(b"GET");
+        let woken = std::pin::pin!(s.changed.notified());
+        assert!(futures_util::FutureExt::now_or_never(woken).is_none());
+    }
+
+    #[test]
     fn http2_frames_between_requests_leave_the_idle_clock() {
-        let s = ConnState::new();
+        let s = ConnState::new(&limits());
         s.on_read(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
         drop(s.enter());
         s.on_read(b"\x00\x00\x08\x06"); // a PING
