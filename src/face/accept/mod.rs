@@ -10,6 +10,7 @@
 //! knows nothing of routes or apps: the daemon's router is the only handler today.
 
 mod body;
+mod sniff;
 mod watch;
 
 pub use body::{BodyTimeout, ReqBody};
@@ -152,7 +153,11 @@ pub struct AcceptCfg {
 /// What every connection task of one listener shares.
 struct Shared {
     cfg: AcceptCfg,
+    /// Reads the version itself: for a connection [`sniff`] could not tell.
     builder: Builder<TokioExecutor>,
+    /// The same settings, started as HTTP/1 or HTTP/2 directly.
+    http1: Builder<TokioExecutor>,
+    http2: Builder<TokioExecutor>,
     streams: Arc<Semaphore>,
     stopping: CancellationToken,
 }
@@ -181,8 +186,11 @@ where
     );
     let conns = Arc::new(Semaphore::new(cfg.limits.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    let builder = builder(&cfg.limits);
     let shared = Arc::new(Shared {
-        builder: builder(&cfg.limits),
+        http1: builder.clone().http1_only(),
+        http2: builder.clone().http2_only(),
+        builder,
         streams: Arc::new(Semaphore::new(cfg.limits.max_streams)),
         stopping: stopping.clone(),
         cfg,
@@ -317,10 +325,25 @@ async fn serve_one<F, Fut>(
 {
     let state = ConnState::new();
     let limits = shared.cfg.limits;
-    let stream = match &shared.cfg.tls {
-        None => Stream::Plain(tcp),
+    let (stream, proto) = match &shared.cfg.tls {
+        None => {
+            // Within the first head's clock, and not past shutdown (as hyper's own wait for
+            // the version would be cancelled).
+            let first_head = state.start() + limits.header_timeout;
+            let proto = tokio::select! {
+                p = tokio::time::timeout_at(first_head, sniff::peek(&tcp)) => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+                _ = shared.stopping.cancelled() => return,
+            };
+            (Stream::Plain(tcp), proto)
+        }
         Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(tcp)).await {
-            Ok(Some(s)) => Stream::Tls(Box::new(s)),
+            Ok(Some(s)) => {
+                let proto = sniff::alpn(&s);
+                (Stream::Tls(Box::new(s)), proto)
+            }
             _ => return,
         },
     };
@@ -336,7 +359,13 @@ async fn serve_one<F, Fut>(
         })
     };
     let io = TokioIo::new(Watched::new(stream, state.clone()));
-    let conn = shared.builder.serve_connection_with_upgrades(io, svc);
+    // No upgrades: the bridge answers no request with 101.
+    let conn = match proto {
+        sniff::Proto::Http1 => &shared.http1,
+        sniff::Proto::Http2 => &shared.http2,
+        sniff::Proto::Unknown => &shared.builder,
+    }
+    .serve_connection(io, svc);
     tokio::pin!(conn);
     let mut stopping_seen = false;
     let mut closing: Option<Instant> = None;
