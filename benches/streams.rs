@@ -137,10 +137,12 @@ struct Bridge {
 }
 
 impl Bridge {
-    fn start(cfg: &Config, max_sessions: usize) -> Bridge {
+    fn start(cfg: &Config, max_sessions: usize, streams: usize) -> Bridge {
         let mut cmd = Command::new(&cfg.bridge_bin);
         cmd.args(["serve", "--demo", "--host", "127.0.0.1", "--port", "0"])
             .args(["--max-sessions", &max_sessions.to_string()])
+            // Above the default cap (4096) when N is: every stream must open.
+            .args(["--max-streams", &(streams + 100).max(4096).to_string()])
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -368,7 +370,7 @@ struct Run {
 
 fn run(cfg: &Config, mode: Mode, n: usize) -> Run {
     let sessions = n.div_ceil(cfg.per_session);
-    let bridge = Bridge::start(cfg, sessions.max(1000) + 10);
+    let bridge = Bridge::start(cfg, sessions.max(1000) + 10, n);
     std::thread::sleep(Duration::from_millis(300));
     let idle = bridge.mem();
     let rt = tokio::runtime::Builder::new_current_thread()

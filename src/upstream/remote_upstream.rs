@@ -33,8 +33,8 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{
-    sinks, Call, CallEvent, CallHandle, Cancel, CancelOnDrop, EventReceiver, Outcome, SharedUpstream, Upstream,
-    UpstreamEvent, UpstreamInfo,
+    sinks, Call, CallEvent, CallHandle, Cancel, CancelOnDrop, EventReceiver, Outcome,
+    SharedUpstream, Upstream, UpstreamEvent, UpstreamInfo,
 };
 use crate::error::BridgeError;
 use crate::jsonrpc::{self, code, Envelope};

@@ -4,7 +4,8 @@
 //! `Retry-After`), a cap on requests open at once (HTTP/1 requests and HTTP/2 streams, held
 //! until their response body ends, so long calls and SSE streams count), the clocks of
 //! [`watch`] (header, idle), the body deadline of [`body`], HTTP/2's own limits, and the
-//! counting of every answer written here or by hyper below the handler.
+//! counting of every answer written here or by hyper below the handler. Each connection starts
+//! as the HTTP version [`sniff`] finds (hyper's HTTP/1 buffer stays at 8 KB that way).
 //!
 //! It is shaped as one function taking the request handler as a closure so that the listener
 //! knows nothing of routes or apps: the daemon's router is the only handler today.

@@ -68,7 +68,10 @@ mod tests {
         assert_eq!(from_first_bytes(b"G"), Proto::Http1);
         assert_eq!(from_first_bytes(b"PRI * HTTP/1.1"), Proto::Http1);
         assert_eq!(from_first_bytes(H2_PREFACE), Proto::Http2);
-        assert_eq!(from_first_bytes(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"), Proto::Http2);
+        assert_eq!(
+            from_first_bytes(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0"),
+            Proto::Http2
+        );
         // A preface cut short, or nothing: the auto builder decides.
         assert_eq!(from_first_bytes(b"PRI * HT"), Proto::Unknown);
         assert_eq!(from_first_bytes(b""), Proto::Unknown);

@@ -39,11 +39,7 @@ impl Remote {
         o
     }
 
-    pub(super) async fn call_inner(
-        self: &Arc<Self>,
-        call: &Call,
-        events: &EventSender,
-    ) -> Outcome {
+    pub(super) async fn call_inner(self: &Arc<Self>, call: &Call, events: &EventSender) -> Outcome {
         let mode = match self.mode().await {
             Ok(m) => m,
             Err(f) => return self.fault_outcome(&f),
