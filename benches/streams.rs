@@ -20,6 +20,10 @@
 //! - MCP_STREAMS_MODES=modern,legacy  `modern` = 2026-07-28 stateless POSTs with `_meta`;
 //!   `legacy` = 2025-11-25 session POSTs (one session per MCP_STREAMS_PER_SESSION streams, 10)
 //! - MCP_STREAMS_AFTER=1,5,20       seconds after the close at which memory is read
+//! - MCP_STREAMS_DELETE=1           `legacy` rows DELETE their sessions right after closing
+//!   the streams (default 1; the clock of MCP_STREAMS_AFTER starts once every DELETE is
+//!   answered). With 0 the sessions stay open until `--session-timeout`, and so do their calls
+//!   (a 2025 client's hang-up does not cancel a call; it runs detached to its deadline).
 //! - MCP_STREAMS_BRIDGE=path        bridge binary (default: this package's `mcp-bridge`)
 //! - MCP_STREAMS_LABEL=name         label of the candidate in the table (default: `default`)
 //! - MCP_STREAMS_ENV=K=V;K=V        extra environment for the bridge (allocator tunables such
@@ -71,6 +75,7 @@ struct Config {
     modes: Vec<Mode>,
     after: Vec<u64>,
     per_session: usize,
+    delete_sessions: bool,
     env: Vec<(String, String)>,
 }
 
@@ -116,6 +121,7 @@ impl Config {
             modes,
             after: env_list("MCP_STREAMS_AFTER", after),
             per_session: env_list::<usize>("MCP_STREAMS_PER_SESSION", "10")[0].max(1),
+            delete_sessions: env_list::<u8>("MCP_STREAMS_DELETE", "1")[0] != 0,
             env,
         }
     }
@@ -131,10 +137,12 @@ struct Bridge {
 }
 
 impl Bridge {
-    fn start(cfg: &Config, max_sessions: usize) -> Bridge {
+    fn start(cfg: &Config, max_sessions: usize, streams: usize) -> Bridge {
         let mut cmd = Command::new(&cfg.bridge_bin);
         cmd.args(["serve", "--demo", "--host", "127.0.0.1", "--port", "0"])
             .args(["--max-sessions", &max_sessions.to_string()])
+            // Above the default cap (4096) when N is: every stream must open.
+            .args(["--max-streams", &(streams + 100).max(4096).to_string()])
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -309,6 +317,16 @@ async fn open_session(addr: SocketAddr) -> String {
     id
 }
 
+/// DELETE a 2025 session (which ends the calls it still runs detached).
+async fn delete_session(addr: SocketAddr, id: &str) {
+    let req = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nMCP-Protocol-Version: {LEGACY}\r\n\
+         Mcp-Session-Id: {id}\r\nConnection: close\r\n\r\n"
+    );
+    let head = one_shot(addr, req).await;
+    assert!(head.starts_with("HTTP/1.1 200"), "DELETE: {head}");
+}
+
 /// Open one streaming call, count it as open once its SSE head arrived, then drain its body
 /// until the bench aborts the task (which closes the connection).
 async fn stream(addr: SocketAddr, req: String, gate: Arc<Semaphore>, open: Arc<AtomicUsize>) {
@@ -352,7 +370,7 @@ struct Run {
 
 fn run(cfg: &Config, mode: Mode, n: usize) -> Run {
     let sessions = n.div_ceil(cfg.per_session);
-    let bridge = Bridge::start(cfg, sessions.max(1000) + 10);
+    let bridge = Bridge::start(cfg, sessions.max(1000) + 10, n);
     std::thread::sleep(Duration::from_millis(300));
     let idle = bridge.mem();
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -393,6 +411,11 @@ fn run(cfg: &Config, mode: Mode, n: usize) -> Run {
         let open = bridge.mem();
         set.abort_all();
         while set.join_next().await.is_some() {}
+        if cfg.delete_sessions {
+            for id in &ids {
+                delete_session(addr, id).await;
+            }
+        }
         let closed = Instant::now();
         let mut after = Vec::new();
         for &s in &cfg.after {
@@ -450,8 +473,8 @@ fn main() {
         println!("streams: smoke run (use `cargo bench --bench streams` for the measurement)");
     }
     println!(
-        "bridge: {}  env: {:?}  (memory of the bridge process only; the demo child is not counted)",
-        cfg.bridge_bin, cfg.env
+        "bridge: {}  env: {:?}  2025 sessions deleted after the close: {}  (memory of the bridge process only; the demo child is not counted)",
+        cfg.bridge_bin, cfg.env, cfg.delete_sessions
     );
     let mut head = String::from(
         "| candidate | era | N | open | idle RSS / private MB | open RSS / private MB | private KB/stream | anon KB/stream |",

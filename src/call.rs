@@ -89,10 +89,53 @@ pub enum Outcome {
     Failed(crate::error::BridgeError),
 }
 
+/// The sending side of a call's event queue. Events travel boxed: a bounded tokio channel
+/// allocates its first block of 32 slots with the channel, for every call, and 32 pointers
+/// (~0.3 KB) cost much less than 32 events (~1.8 KB) when most calls send one or none
+/// (benches/RESULTS.md, "2026-12-01 (b)").
+#[derive(Debug, Clone)]
+pub struct EventSender(mpsc::Sender<Box<CallEvent>>);
+
+/// The receiving side of a call's event queue (see [`EventSender`]).
+#[derive(Debug)]
+pub struct EventReceiver(mpsc::Receiver<Box<CallEvent>>);
+
+/// A queue of `capacity` events.
+pub fn event_queue(capacity: usize) -> (EventSender, EventReceiver) {
+    let (tx, rx) = mpsc::channel(capacity);
+    (EventSender(tx), EventReceiver(rx))
+}
+
+impl EventSender {
+    /// Queue `ev` unless the queue is full or closed; the event comes back then.
+    pub fn try_send(&self, ev: CallEvent) -> Result<(), CallEvent> {
+        self.0.try_send(Box::new(ev)).map_err(|e| *e.into_inner())
+    }
+    /// Queue `ev`, waiting for room; the event comes back when the queue is closed.
+    pub async fn send(&self, ev: CallEvent) -> Result<(), CallEvent> {
+        self.0.send(Box::new(ev)).await.map_err(|e| *e.0)
+    }
+}
+
+impl EventReceiver {
+    pub async fn recv(&mut self) -> Option<CallEvent> {
+        self.0.recv().await.map(|b| *b)
+    }
+    pub fn try_recv(&mut self) -> Result<CallEvent, mpsc::error::TryRecvError> {
+        self.0.try_recv().map(|b| *b)
+    }
+    pub fn is_closed(&self) -> bool {
+        self.0.is_closed()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
 /// Senders kept in the upstream's pending map. Dropping them (the answer was sent, the call
 /// failed or was cancelled) resolves the call's [`Answered`].
 pub struct CallSinks {
-    pub events: mpsc::Sender<CallEvent>,
+    pub events: EventSender,
     pub outcome: oneshot::Sender<Outcome>,
     _answered: oneshot::Sender<()>,
 }
@@ -123,11 +166,11 @@ pub const EVENT_QUEUE: usize = 64;
 /// and its [`Answered`] (for its [`CancelOnDrop`]).
 pub fn sinks() -> (
     CallSinks,
-    mpsc::Receiver<CallEvent>,
+    EventReceiver,
     oneshot::Receiver<Outcome>,
     Answered,
 ) {
-    let (etx, erx) = mpsc::channel(EVENT_QUEUE);
+    let (etx, erx) = event_queue(EVENT_QUEUE);
     let (otx, orx) = oneshot::channel();
     let (atx, arx) = oneshot::channel();
     (
@@ -323,14 +366,14 @@ impl CallControl for CancelOnDrop {
 /// A call in flight: interim events on a bounded queue, the final answer on a oneshot.
 /// Dropping it before the outcome cancels the call upstream.
 pub struct CallHandle {
-    pub events: mpsc::Receiver<CallEvent>,
+    pub events: EventReceiver,
     pub outcome: oneshot::Receiver<Outcome>,
     control: Box<dyn CallControl>,
 }
 
 impl CallHandle {
     pub fn new(
-        events: mpsc::Receiver<CallEvent>,
+        events: EventReceiver,
         outcome: oneshot::Receiver<Outcome>,
         control: Box<dyn CallControl>,
     ) -> Self {

@@ -77,9 +77,6 @@ pub async fn drive(
     params: Option<&RawValue>,
     ctx: &CallCtx,
 ) -> Option<Outcome> {
-    let base: Value = params
-        .and_then(|p| serde_json::from_str(p.get()).ok())
-        .unwrap_or_else(|| Value::Object(Default::default()));
     let mut next = Some(params.map_or_else(|| jsonrpc::raw("{}"), ToOwned::to_owned));
     for round in 0..=MAX_ROUNDS {
         let call = Call {
@@ -115,7 +112,11 @@ pub async fn drive(
             None => Answers::new(),
         };
         // Retry: the original params + inputResponses + the exact requestState, a new id.
-        let mut p = base.clone();
+        // Parsed here, not kept parsed for the whole call: most calls never get here, and a
+        // parsed tree costs ~2 KB per call for as long as it runs.
+        let mut p: Value = params
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_else(|| Value::Object(Default::default()));
         if let Some(o) = p.as_object_mut() {
             if !answers.is_empty() {
                 o.insert("inputResponses".into(), Value::Object(answers));

@@ -38,7 +38,9 @@ struct Driver {
     token: Option<Box<RawValue>>,
     accept_sse: bool,
     cancel: CancellationToken,
-    tx: mpsc::Sender<Next>,
+    /// Boxed, as a call's events are (`call::EventSender`): the channel's first block of 32
+    /// slots is allocated with it, for every call.
+    tx: mpsc::Sender<Box<Next>>,
     deadline: Instant,
     started: Instant,
 }
@@ -55,7 +57,7 @@ pub async fn run(
     let started = pc.arrived;
     // In flight until the final answer reaches the response (or the response is dropped).
     let inflight = GaugeGuard::new(app.metrics.calls_in_flight().clone());
-    let (tx, mut rx) = mpsc::channel::<Next>(crate::call::EVENT_QUEUE);
+    let (tx, mut rx) = mpsc::channel::<Box<Next>>(crate::call::EVENT_QUEUE);
     let d = Driver {
         params: pc.env.params.map(ToOwned::to_owned),
         method: pc.env.method().to_owned(),
@@ -76,11 +78,11 @@ pub async fn run(
     });
     let first = if pc.accept_sse {
         tokio::select! {
-            n = rx.recv() => n,
+            n = rx.recv() => n.map(|b| *b),
             _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, rx, inflight),
         }
     } else {
-        rx.recv().await
+        rx.recv().await.map(|b| *b)
     };
     match first {
         Some(Next::Final(status, body)) if pc.accept_json || !pc.accept_sse => {
@@ -94,12 +96,12 @@ pub async fn run(
 fn sse(
     app: &App,
     first: Option<Next>,
-    rx: mpsc::Receiver<Next>,
+    rx: mpsc::Receiver<Box<Next>>,
     inflight: GaugeGuard,
 ) -> Response<Body> {
     struct St {
         first: Option<Next>,
-        rx: mpsc::Receiver<Next>,
+        rx: mpsc::Receiver<Box<Next>>,
         keepalive: std::time::Duration,
         done: bool,
         _g: GaugeGuard,
@@ -120,7 +122,7 @@ fn sse(
         let next = match st.first.take() {
             Some(n) => n,
             None => tokio::select! {
-                n = st.rx.recv() => n?,
+                n = st.rx.recv() => *n?,
                 _ = tokio::time::sleep(st.keepalive) => {
                     return Some((Ok::<_, Infallible>(Frame::data(Bytes::from_static(framing::SSE_KEEPALIVE))), st));
                 }
@@ -156,7 +158,10 @@ impl Driver {
                 jsonrpc::error_raw(Some(self.id.get()), &be.error_object())
             }
         };
-        let _ = self.tx.send(Next::Final(StatusCode::OK, frame)).await;
+        let _ = self
+            .tx
+            .send(Box::new(Next::Final(StatusCode::OK, frame)))
+            .await;
     }
 
     async fn drive(mut self) {
@@ -176,7 +181,7 @@ impl Driver {
                     if let Some(CallEvent::Notification { method, params }) = ev {
                         let params = params.map(|p| self.restore_token(&method, p));
                         let f = jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
-                        if self.tx.send(Next::Frame(f)).await.is_err() {
+                        if self.tx.send(Box::new(Next::Frame(f))).await.is_err() {
                             return None; // the client is gone; the detached call runs out
                         }
                     }
@@ -238,7 +243,7 @@ impl RoundsFace for Driver {
         self.session.forget_answer(id)
     }
     fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
-        Box::pin(async move { self.tx.send(Next::Frame(frame)).await.is_ok() })
+        Box::pin(async move { self.tx.send(Box::new(Next::Frame(frame))).await.is_ok() })
     }
     fn wait_answer(&self, rx: oneshot::Receiver<rounds::Answer>) -> BoxFuture<'_, Waited> {
         Box::pin(async move {

@@ -26,15 +26,15 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, mpsc, OnceCell};
+use tokio::sync::{broadcast, OnceCell};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::call::{
-    sinks, Call, CallEvent, CallHandle, Cancel, CancelOnDrop, Outcome, SharedUpstream, Upstream,
-    UpstreamEvent, UpstreamInfo,
+    sinks, Call, CallEvent, CallHandle, Cancel, CancelOnDrop, EventReceiver, Outcome,
+    SharedUpstream, Upstream, UpstreamEvent, UpstreamInfo,
 };
 use crate::error::BridgeError;
 use crate::jsonrpc::{self, code, Envelope};
@@ -107,7 +107,7 @@ impl RemoteUpstream {
         stop: &CancellationToken,
         tracker: &TaskTracker,
     ) -> Result<SharedUpstream, String> {
-        let (etx, erx) = mpsc::channel(256);
+        let (etx, erx) = crate::call::event_queue(256);
         let url = cfg.url.to_string();
         let remote = Remote::new(cfg, etx, metrics.clone(), name)?;
         metrics.register_server(name);
@@ -221,7 +221,7 @@ impl RemoteUpstream {
         true
     }
 
-    async fn pump(self: Arc<Self>, mut rx: mpsc::Receiver<CallEvent>) {
+    async fn pump(self: Arc<Self>, mut rx: EventReceiver) {
         // Ends at stop: the sender lives in the remote, which this task itself keeps alive.
         loop {
             let ev = tokio::select! {
@@ -291,7 +291,7 @@ impl RemoteUpstream {
             params: Some(jsonrpc::raw(&params)),
             ctx: crate::call::CallCtx::modern(),
         };
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = crate::call::event_queue(1);
         let fut = self.remote.call(call, tx);
         // The remote's observer learns the tool labels from the answer.
         let _ = tokio::time::timeout(Duration::from_secs(10), fut).await;

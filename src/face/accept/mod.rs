@@ -4,13 +4,15 @@
 //! `Retry-After`), a cap on requests open at once (HTTP/1 requests and HTTP/2 streams, held
 //! until their response body ends, so long calls and SSE streams count), the clocks of
 //! [`watch`] (header, idle), the body deadline of [`body`], HTTP/2's own limits, and the
-//! counting of every answer written here or by hyper below the handler.
+//! counting of every answer written here or by hyper below the handler. Each connection starts
+//! as the HTTP version [`sniff`] finds (hyper's HTTP/1 buffer stays at 8 KB that way).
 //!
 //! It is shaped as one function taking the request handler as a closure so that the listener
 //! knows nothing of routes or apps (the daemon's router is the only handler today) beyond the
 //! paths the router names as never capped (`AcceptCfg::uncapped`: the liveness probe).
 
 mod body;
+mod sniff;
 mod watch;
 
 pub use body::{BodyTimeout, ReqBody};
@@ -198,7 +200,11 @@ pub struct AcceptCfg {
 /// What every connection task of one listener shares.
 struct Shared {
     cfg: AcceptCfg,
+    /// Reads the version itself: for a connection [`sniff`] could not tell.
     builder: Builder<TokioExecutor>,
+    /// The same settings, started as HTTP/1 or HTTP/2 directly.
+    http1: Builder<TokioExecutor>,
+    http2: Builder<TokioExecutor>,
     streams: Arc<Semaphore>,
     stopping: CancellationToken,
 }
@@ -227,8 +233,11 @@ where
     );
     let conns = Arc::new(Semaphore::new(cfg.limits.max_connections));
     let refusals = Arc::new(Semaphore::new(REFUSALS_AT_ONCE));
+    let builder = builder(&cfg.limits);
     let shared = Arc::new(Shared {
-        builder: builder(&cfg.limits),
+        http1: builder.clone().http1_only(),
+        http2: builder.clone().http2_only(),
+        builder,
         streams: Arc::new(Semaphore::new(cfg.limits.max_streams)),
         stopping: stopping.clone(),
         cfg,
@@ -363,10 +372,25 @@ async fn serve_one<F, Fut>(
 {
     let limits = shared.cfg.limits;
     let state = ConnState::new(&limits);
-    let stream = match &shared.cfg.tls {
-        None => Stream::Plain(tcp),
+    let (stream, proto) = match &shared.cfg.tls {
+        None => {
+            // Within the first head's clock, and not past shutdown (as hyper's own wait for
+            // the version would be cancelled).
+            let first_head = state.start() + limits.header_timeout;
+            let proto = tokio::select! {
+                p = tokio::time::timeout_at(first_head, sniff::peek(&tcp)) => match p {
+                    Ok(p) => p,
+                    Err(_) => return,
+                },
+                _ = shared.stopping.cancelled() => return,
+            };
+            (Stream::Plain(tcp), proto)
+        }
         Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(tcp)).await {
-            Ok(Some(s)) => Stream::Tls(Box::new(s)),
+            Ok(Some(s)) => {
+                let proto = sniff::alpn(&s);
+                (Stream::Tls(Box::new(s)), proto)
+            }
             _ => return,
         },
     };
@@ -382,7 +406,13 @@ async fn serve_one<F, Fut>(
         })
     };
     let io = TokioIo::new(Watched::new(stream, state.clone()));
-    let conn = shared.builder.serve_connection_with_upgrades(io, svc);
+    // No upgrades: the bridge answers no request with 101.
+    let conn = match proto {
+        sniff::Proto::Http1 => &shared.http1,
+        sniff::Proto::Http2 => &shared.http2,
+        sniff::Proto::Unknown => &shared.builder,
+    }
+    .serve_connection(io, svc);
     tokio::pin!(conn);
     let mut stopping_seen = false;
     let mut closing: Option<Instant> = None;

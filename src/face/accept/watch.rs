@@ -85,6 +85,11 @@ impl ConnState {
         })
     }
 
+    /// When the connection was accepted (its first head's clock starts here).
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
     fn now_ms(&self) -> u64 {
         u64::try_from(self.start.elapsed().as_millis()).unwrap_or(NONE - 1)
     }

@@ -12,13 +12,12 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 use tracing::{debug, warn};
 
 use super::mux::{lock, Pending, Proc};
 use super::ChildUpstream;
-use crate::call::{CallEvent, Outcome, UpstreamEvent};
+use crate::call::{CallEvent, EventSender, Outcome, UpstreamEvent};
 use crate::framing::{Line, LineDecoder};
 use crate::jsonrpc::{self, Envelope, Fields, Kind};
 use crate::protocol::{self, Era};
@@ -222,7 +221,7 @@ impl ChildUpstream {
         }
         // Attribute the request to a caller that can answer it.
         enum Route {
-            Call(mpsc::Sender<CallEvent>),
+            Call(EventSender),
             Session(Arc<str>),
             Nobody(&'static str),
         }

@@ -6,19 +6,18 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::fault::Fault;
 use super::probe::discover_from_init;
 use super::{Mode, Remote, Session};
-use crate::call::{Call, CallEvent, Outcome};
+use crate::call::{Call, EventSender, Outcome};
 use crate::jsonrpc::{self, code, Envelope, Fields};
 use crate::protocol::{self, Era};
 
 impl Remote {
     /// Carry one call to the remote. Dropping the future cancels it there.
-    pub async fn call(self: &Arc<Self>, call: Call, events: mpsc::Sender<CallEvent>) -> Outcome {
+    pub async fn call(self: &Arc<Self>, call: Call, events: EventSender) -> Outcome {
         let fut = self.call_inner(&call, &events);
         // A listen stream stays open as long as its subscriber wants: no request timeout.
         let limit = self
@@ -40,11 +39,7 @@ impl Remote {
         o
     }
 
-    pub(super) async fn call_inner(
-        self: &Arc<Self>,
-        call: &Call,
-        events: &mpsc::Sender<CallEvent>,
-    ) -> Outcome {
+    pub(super) async fn call_inner(self: &Arc<Self>, call: &Call, events: &EventSender) -> Outcome {
         let mode = match self.mode().await {
             Ok(m) => m,
             Err(f) => return self.fault_outcome(&f),
@@ -82,7 +77,7 @@ impl Remote {
     pub(super) async fn call_modern(
         self: &Arc<Self>,
         call: &Call,
-        events: &mpsc::Sender<CallEvent>,
+        events: &EventSender,
     ) -> Outcome {
         // A 2025 host's `logging/setLevel` never gets here: the stdio face keeps the level and
         // stamps it on the host's later requests as `_meta` logLevel.
@@ -160,7 +155,7 @@ impl Remote {
     pub(super) async fn call_legacy(
         self: &Arc<Self>,
         call: &Call,
-        events: &mpsc::Sender<CallEvent>,
+        events: &EventSender,
         version: &str,
     ) -> Outcome {
         let modern_host = call.ctx.client_era == Era::Modern;

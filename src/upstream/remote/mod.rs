@@ -47,12 +47,12 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use serde_json::json;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, OnceCell};
+use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
-use crate::call::{Call, CallEvent, Outcome};
+use crate::call::{Call, EventSender, Outcome};
 use crate::jsonrpc;
 use crate::metrics::Metrics;
 use crate::protocol::Era;
@@ -133,7 +133,7 @@ pub struct Remote {
     /// Consecutive connection failures and when the next attempt may go out.
     failures: Mutex<(u32, Option<Instant>)>,
     /// Traffic belonging to no call (2025 GET stream) for the face.
-    events: mpsc::Sender<CallEvent>,
+    events: EventSender,
     get_stream: Mutex<Option<CancellationToken>>,
     /// Where the 2025 GET stream stands (`GET_*`), so that a listen is acknowledged once
     /// notifications can flow.
@@ -157,7 +157,7 @@ impl Remote {
     /// counted in `metrics` under the server name `server`.
     pub fn new(
         cfg: RemoteConfig,
-        events: mpsc::Sender<CallEvent>,
+        events: EventSender,
         metrics: Arc<Metrics>,
         server: &str,
     ) -> Result<Arc<Self>, String> {
@@ -230,7 +230,7 @@ impl Remote {
                 ..crate::call::CallCtx::modern()
             },
         };
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = crate::call::event_queue(1);
         let o = tokio::time::timeout(Duration::from_secs(10), self.call(call, tx)).await;
         match o {
             Ok(Outcome::Result(_)) => {
@@ -268,7 +268,7 @@ impl Remote {
             ))),
             ctx: crate::call::CallCtx::modern(),
         };
-        let (tx, _rx) = mpsc::channel(1);
+        let (tx, _rx) = crate::call::event_queue(1);
         match self.call(call, tx).await {
             Outcome::Result(r) => Ok(Arc::from(r)),
             other => Err(other),

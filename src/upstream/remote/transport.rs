@@ -13,13 +13,12 @@ use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
 use super::answer::{self, Head, SseAction};
 use super::fault::{chain, classify_connect, Fault};
 use super::{Answer, HttpClient, Remote, RemoteConfig, Session};
-use crate::call::CallEvent;
+use crate::call::{CallEvent, EventSender};
 use crate::framing::{SseDecoder, SseItem};
 use crate::protocol;
 
@@ -171,7 +170,7 @@ impl Remote {
         frame: Bytes,
         headers: &HeaderMap,
         our_id: Option<u64>,
-        events: Option<&mpsc::Sender<CallEvent>>,
+        events: Option<&EventSender>,
         legacy: Option<&Session>,
     ) -> Result<Answer, Fault> {
         let r = self
@@ -188,7 +187,7 @@ impl Remote {
         frame: Bytes,
         headers: &HeaderMap,
         our_id: Option<u64>,
-        events: Option<&mpsc::Sender<CallEvent>>,
+        events: Option<&EventSender>,
         legacy: Option<&Session>,
     ) -> Result<Answer, Fault> {
         let req = self.request(Method::POST, headers, frame);
@@ -319,7 +318,7 @@ impl Remote {
         body: &mut Incoming,
         dec: &mut SseDecoder,
         our_id: u64,
-        events: Option<&mpsc::Sender<CallEvent>>,
+        events: Option<&EventSender>,
     ) -> Result<Option<Bytes>, Fault> {
         loop {
             let mut met = Vec::new();
@@ -351,7 +350,7 @@ impl Remote {
         &self,
         item: SseItem,
         our_id: Option<u64>,
-        events: Option<&mpsc::Sender<CallEvent>>,
+        events: Option<&EventSender>,
     ) -> Result<Option<Bytes>, Fault> {
         match answer::sse_action(item, our_id)? {
             SseAction::Answer(frame) => Ok(Some(frame)),
@@ -365,7 +364,7 @@ impl Remote {
 }
 
 /// Hand the events met in a stream to the caller, in order (none without a caller).
-async fn forward(events: Option<&mpsc::Sender<CallEvent>>, met: Vec<CallEvent>) {
+async fn forward(events: Option<&EventSender>, met: Vec<CallEvent>) {
     let Some(tx) = events else { return };
     for ev in met {
         let _ = tx.send(ev).await;
