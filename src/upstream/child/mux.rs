@@ -205,7 +205,7 @@ impl Proc {
                     call.ctx.client_era
                 },
                 session: call.ctx.session.clone(),
-                accepts_server_requests: call.ctx.accepts_server_requests,
+                accepts_server_requests: may_be_asked,
                 log_rank: call
                     .ctx
                     .log_level
@@ -299,6 +299,51 @@ mod tests {
 
     fn reason(r: &Result<CallHandle, BridgeError>) -> &'static str {
         r.as_ref().err().map_or("started", BridgeError::reason)
+    }
+
+    /// A call of `session` (None: a 2026 caller) whose caller may be asked.
+    fn askable(session: Option<&str>) -> Call {
+        let mut c = call();
+        c.ctx.accepts_server_requests = true;
+        c.ctx.session = session.map(Arc::from);
+        c
+    }
+
+    #[tokio::test]
+    async fn only_one_caller_that_may_be_asked_runs_unless_parked() {
+        let m = Arc::new(Metrics::new());
+        let (tx, _rx) = mpsc::channel(64);
+        let p = Arc::new(Proc::new(tx));
+        let start = |id, c: &Call| p.start(id, Era::Legacy, c, false, &m);
+        let mut alice = start(1, &askable(Some("s-alice"))).expect("first");
+        // The same session is the same addressee; another session or a 2026 caller is not.
+        let again = start(2, &askable(Some("s-alice"))).expect("same session");
+        assert_eq!(
+            reason(&start(3, &askable(Some("s-bob")))),
+            "attribution_busy"
+        );
+        assert_eq!(reason(&start(4, &askable(None))), "attribution_busy");
+        // A caller that can be asked nothing, and the bridge's own calls, are never held back.
+        assert_eq!(reason(&start(5, &call())), "started");
+        assert_eq!(
+            reason(&p.start(6, Era::Legacy, &askable(None), true, &m)),
+            "started"
+        );
+        // Toward a 2026 child nothing needs attributing.
+        assert_eq!(
+            reason(&p.start(7, Era::Modern, &askable(None), false, &m)),
+            "started"
+        );
+        drop(again);
+        // Parked calls hold nobody back (and are no addressee); resumed, they count again.
+        alice.set_parked(true);
+        assert!(lock(&p.pending).get(&1).is_some_and(|e| !e.may_be_asked()));
+        let bob = start(8, &askable(Some("s-bob"))).expect("alice is parked");
+        alice.set_parked(false);
+        assert!(lock(&p.pending).get(&1).is_some_and(Pending::may_be_asked));
+        drop(bob);
+        drop(alice);
+        assert_eq!(reason(&start(9, &askable(None))), "started");
     }
 
     #[tokio::test]
