@@ -278,3 +278,21 @@ async fn the_wait_for_attribution_has_a_bound() {
     let text = answer_2025(&b, &a, sse_a, &req_a, "Alice").await;
     assert!(text.contains("Alice"), "{text}");
 }
+
+/// connect's park has the same bound: a 2026 host's call parked for a 2025 remote's question
+/// is cancelled at the remote once connect's `--park-timeout` is up (here the remote is
+/// `serve` in front of the demo child, which logs the cancellation it is told of).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_cancels_an_abandoned_park_at_the_remote_at_its_timeout() {
+    let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let mut h = Host::start(
+        &serve.url,
+        &["--protocol", "2025-11-25", "--park-timeout", "1s"],
+    );
+    let params = json!({"name": "elicit", "arguments": {"message": "who?"},
+        "_meta": {META_PV: MODERN, META_CAPS: {"elicitation": {}}}});
+    h.request(json!(1), "tools/call", params);
+    let r = h.response(&json!(1), T);
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    serve.log.expect("demo: cancelled id=", T).await;
+}
