@@ -23,7 +23,7 @@ pub fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, std::p
 /// Run `connect`: the stdio face on our stdin/stdout, the remote behind it.
 pub async fn run_connect(
     cfg: RemoteConfig,
-    max_line: usize,
+    limits: crate::face::stdio::HostLimits,
     name: Option<&str>,
     metrics_listen: Option<std::net::SocketAddr>,
     shutdown: CancellationToken,
@@ -69,7 +69,7 @@ pub async fn run_connect(
         upstream,
         tokio::io::stdin(),
         tokio::io::stdout(),
-        max_line,
+        limits,
         crate::face::stdio_observe::HostObserver::new(metrics, &server),
         shutdown,
     )

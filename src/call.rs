@@ -245,6 +245,9 @@ pub trait CallControl: Send {
     fn upstream_id(&self) -> u64;
     /// A way to cancel the call that outlives the handle.
     fn canceller(&self) -> Canceller;
+    /// The call is parked waiting for its own caller's input (or no longer is): the
+    /// upstream must not attribute its peer's new requests to it meanwhile.
+    fn set_parked(&mut self, parked: bool);
 }
 
 /// Cancels one call after its handle is gone.
@@ -253,6 +256,9 @@ pub trait Cancel: Send + Sync {
     fn pending(&self) -> bool;
     /// Cancel it at the peer; true if it was still pending.
     fn cancel(&self, reason: &str) -> bool;
+    /// Flag the call as parked for its caller's input (see [`CallControl::set_parked`]);
+    /// nothing to do for an upstream that attributes nothing (a remote).
+    fn set_parked(&self, _parked: bool) {}
 }
 
 /// Cancels one call after its handle is gone (a detached 2025 call). Cheap to clone.
@@ -361,6 +367,9 @@ impl CallControl for CancelOnDrop {
     fn canceller(&self) -> Canceller {
         Canceller::new(self.cancel.clone())
     }
+    fn set_parked(&mut self, parked: bool) {
+        self.cancel.set_parked(parked);
+    }
 }
 
 /// A call in flight: interim events on a bounded queue, the final answer on a oneshot.
@@ -399,6 +408,12 @@ impl CallHandle {
     /// is not a cancellation); it is still cancelled at `deadline`.
     pub fn detach_until(&mut self, deadline: Instant) {
         self.control.detach_until(deadline);
+    }
+    /// The call is parked waiting for its own caller's input (true), or resumed (false).
+    /// Told by the face that parks it, so that the upstream does not offer the parked call
+    /// as the addressee of its peer's next request, nor count it as one that may be asked.
+    pub fn set_parked(&mut self, parked: bool) {
+        self.control.set_parked(parked);
     }
 }
 

@@ -19,6 +19,11 @@ pub enum BridgeError {
     ShuttingDown,
     #[error("request cancelled")]
     Cancelled,
+    /// A call whose caller may be asked for input (sampling, elicitation, roots) waited this
+    /// many ms for its 2025 child to have no other such caller, so that the child's requests
+    /// reach the right one, and the wait ran out (`--attribution-wait`).
+    #[error("the upstream server is busy with another client that it may ask for input; waited {0} ms for it to finish (see --attribution-wait)")]
+    AttributionBusy(u64),
     /// A remote upstream could not answer this call: unreachable, a broken or malformed
     /// exchange, an HTTP error status, `--request-timeout`. `reason` is one of a fixed set.
     #[error("{message}")]
@@ -43,6 +48,7 @@ impl BridgeError {
             BridgeError::Overloaded => "overloaded",
             BridgeError::ShuttingDown => "shutting_down",
             BridgeError::Cancelled => "cancelled",
+            BridgeError::AttributionBusy(_) => "attribution_busy",
             BridgeError::Remote { reason, .. } => reason,
             BridgeError::Refused { .. } => "refused",
         }

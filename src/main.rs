@@ -92,9 +92,11 @@ fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
         let shutdown = CancellationToken::new();
         tokio::spawn(signals(shutdown.clone()));
         let name = args.name.as_deref();
-        match mcp_bridge::app::run_connect(cfg, args.max_line, name, args.metrics_listen, shutdown)
-            .await
-        {
+        let limits = mcp_bridge::face::stdio::HostLimits {
+            max_line: args.max_line,
+            park_timeout: args.park_timeout,
+        };
+        match mcp_bridge::app::run_connect(cfg, limits, name, args.metrics_listen, shutdown).await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 error!("{e}");

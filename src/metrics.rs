@@ -143,6 +143,7 @@ pub struct Metrics {
     child_exits: IntCounterVec,
     upstream_up: IntGaugeVec,
     calls_in_flight: IntGauge,
+    calls_queued: IntGaugeVec,
     sse_streams: IntGauge,
     sessions: IntGaugeVec,
     auth_failures: IntCounterVec,
@@ -268,6 +269,11 @@ impl Metrics {
             ),
             upstream_up: gauge_vec("upstream_up", "1 while the upstream is ready", &["server"]),
             calls_in_flight: gauge("calls_in_flight", "Calls waiting for their final response"),
+            calls_queued: gauge_vec(
+                "calls_queued",
+                "Calls held back until their 2025 child can attribute its requests to them",
+                &["server"],
+            ),
             sse_streams: gauge("sse_streams_open", "Open SSE response streams"),
             sessions: gauge_vec("sessions_active", "Active 2025-era sessions", &["era"]),
             auth_failures: counter(
@@ -314,6 +320,7 @@ impl Metrics {
         self.child_starts.with_label_values(&[server]);
         self.child_restarts.with_label_values(&[server]);
         self.upstream_up.with_label_values(&[server]);
+        self.calls_queued.with_label_values(&[server]);
     }
 
     /// Export a remote upstream's per-server series at 0 before anything happens to it.
@@ -408,6 +415,10 @@ impl Metrics {
     pub fn calls_in_flight(&self) -> &IntGauge {
         &self.calls_in_flight
     }
+    /// Calls of `server` waiting for the child to have no other caller it may ask.
+    pub fn calls_queued(&self, server: &str) -> IntGauge {
+        self.calls_queued.with_label_values(&[server])
+    }
     pub fn sse_streams(&self) -> &IntGauge {
         &self.sse_streams
     }
@@ -473,6 +484,22 @@ fn itoa_status(s: u16) -> &'static str {
         503 => "503",
         504 => "504",
         _ => "other",
+    }
+}
+
+/// Keeps a gauge incremented while alive.
+pub struct GaugeGuard(IntGauge);
+
+impl GaugeGuard {
+    pub fn new(g: IntGauge) -> Self {
+        g.inc();
+        Self(g)
+    }
+}
+
+impl Drop for GaugeGuard {
+    fn drop(&mut self) {
+        self.0.dec();
     }
 }
 

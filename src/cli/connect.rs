@@ -16,6 +16,10 @@ pub struct ConnectArgs {
     /// Longest line accepted from the host on stdin.
     #[arg(long, default_value = "16MiB", value_parser = parse_size)]
     pub max_line: usize,
+    /// How long a 2026 host's call parked as `input_required` (a 2025 remote asked it
+    /// something) waits for the host's retry before it is cancelled at the remote.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub park_timeout: Duration,
     /// How long era detection waits for an answer before assuming a 2025 server.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,

@@ -146,6 +146,14 @@ pub struct ServeArgs {
     /// How long a call waits for a starting or restarting child.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     pub start_wait: Duration,
+    /// How long a 2026 call parked as `input_required` waits for its client's retry before it
+    /// is cancelled in the child.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub park_timeout: Duration,
+    /// How long a call whose client may be asked for input waits for a 2025 child busy with
+    /// another such client (so that the child's requests reach the right one).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub attribution_wait: Duration,
     /// How long the era probe waits for the child's (or the remote's) answers.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,

@@ -308,6 +308,10 @@ pub struct Limits {
     pub call_timeout: Option<Dur>,
     pub start_wait: Option<Dur>,
     pub probe_timeout: Option<Dur>,
+    /// As `--park-timeout`.
+    pub park_timeout: Option<Dur>,
+    /// As `--attribution-wait`.
+    pub attribution_wait: Option<Dur>,
     pub session_timeout: Option<Dur>,
     pub max_sessions: Option<usize>,
     pub max_body: Option<Size>,
@@ -387,6 +391,8 @@ impl Limits {
             call_timeout: self.call_timeout.or(base.call_timeout),
             start_wait: self.start_wait.or(base.start_wait),
             probe_timeout: self.probe_timeout.or(base.probe_timeout),
+            park_timeout: self.park_timeout.or(base.park_timeout),
+            attribution_wait: self.attribution_wait.or(base.attribution_wait),
             session_timeout: self.session_timeout.or(base.session_timeout),
             max_sessions: self.max_sessions.or(base.max_sessions),
             max_body: self.max_body.or(base.max_body),

@@ -43,6 +43,8 @@ pub struct Resolved {
     pub call_timeout: Duration,
     pub start_wait: Duration,
     pub probe_timeout: Duration,
+    pub park_timeout: Duration,
+    pub attribution_wait: Duration,
     pub session_timeout: Duration,
     pub max_sessions: usize,
     pub max_body: usize,
@@ -60,6 +62,8 @@ impl Default for Resolved {
             call_timeout: Duration::from_secs(300),
             start_wait: Duration::from_secs(30),
             probe_timeout: Duration::from_secs(10),
+            park_timeout: crate::era::mrtr::INPUT_TTL,
+            attribution_wait: Duration::from_secs(30),
             session_timeout: Duration::from_secs(1800),
             max_sessions: 1000,
             max_body: 16 << 20,
@@ -79,6 +83,8 @@ impl Resolved {
             call_timeout: l.call_timeout.map_or(d.call_timeout, |v| v.0),
             start_wait: l.start_wait.map_or(d.start_wait, |v| v.0),
             probe_timeout: l.probe_timeout.map_or(d.probe_timeout, |v| v.0),
+            park_timeout: l.park_timeout.map_or(d.park_timeout, |v| v.0),
+            attribution_wait: l.attribution_wait.map_or(d.attribution_wait, |v| v.0),
             session_timeout: l.session_timeout.map_or(d.session_timeout, |v| v.0),
             max_sessions: l.max_sessions.unwrap_or(d.max_sessions).max(1),
             max_body: l.max_body.map_or(d.max_body, |v| v.0),
@@ -203,6 +209,7 @@ impl ServerSpec {
                 cwd: c.cwd.clone(),
                 max_line: self.limits.max_line,
                 probe_timeout: self.limits.probe_timeout,
+                attribution_wait: self.limits.attribution_wait,
                 stdin_grace: self.limits.stdin_grace,
                 term_grace: self.limits.term_grace,
                 max_backoff: Duration::from_secs(30),
@@ -225,6 +232,7 @@ impl ServerSpec {
             max_body: self.limits.max_body,
             call_timeout: self.limits.call_timeout,
             start_wait: self.limits.start_wait,
+            park_timeout: self.limits.park_timeout,
             session_idle: self.limits.session_timeout,
             max_sessions: self.limits.max_sessions,
             isolation_session: self.isolation == Isolation::Session,
@@ -280,6 +288,8 @@ impl Plan {
             call_timeout: args.call_timeout,
             start_wait: args.start_wait,
             probe_timeout: args.probe_timeout,
+            park_timeout: args.park_timeout,
+            attribution_wait: args.attribution_wait,
             session_timeout: args.session_timeout,
             max_sessions: args.max_sessions.max(1),
             max_body: args.max_body,
@@ -622,6 +632,7 @@ const CHILD_ONLY: &[&str] = &[
     "cwd",
     "demo_era",
     "max_line",
+    "attribution_wait",
     "stdin_grace",
     "term_grace",
 ];
@@ -741,6 +752,7 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
     for s in &mut plan.servers {
         let l = &mut s.limits;
         given!(l <- args: call_timeout, start_wait, probe_timeout, session_timeout);
+        given!(l <- args: park_timeout, attribution_wait);
         if g("max_sessions") {
             l.max_sessions = args.max_sessions.max(1);
         }

@@ -164,6 +164,38 @@ fn remote_of(p: &Plan, name: &str) -> RemoteConfig {
 }
 
 #[test]
+fn park_timeout_and_attribution_wait_resolve_per_server_over_global() {
+    let text = "[limits]\npark_timeout = \"1m\"\nattribution_wait = \"5s\"\n\
+                [servers.a]\ncommand = \"a\"\n\
+                [servers.b]\ncommand = \"b\"\n[servers.b.limits]\nattribution_wait = 2\n";
+    let p = plan_of(text).unwrap();
+    let (a, b) = (
+        &p.server("a").unwrap().limits,
+        &p.server("b").unwrap().limits,
+    );
+    assert_eq!(
+        (a.park_timeout, a.attribution_wait),
+        (Duration::from_secs(60), Duration::from_secs(5))
+    );
+    assert_eq!(
+        (b.park_timeout, b.attribution_wait),
+        (Duration::from_secs(60), Duration::from_secs(2))
+    );
+    let UpstreamSpec::Child(c) = p.server("b").unwrap().upstream() else {
+        panic!("a command server has a child")
+    };
+    assert_eq!(c.attribution_wait, Duration::from_secs(2));
+    let h = p.server("a").unwrap().http_config(&[], true);
+    assert_eq!(h.park_timeout, Duration::from_secs(60));
+    // Defaults: today's five minutes for a park, 30 s for attribution.
+    let d = Resolved::default();
+    assert_eq!(
+        (d.park_timeout, d.attribution_wait),
+        (Duration::from_secs(300), Duration::from_secs(30))
+    );
+}
+
+#[test]
 fn url_server_resolves_with_connects_settings() {
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");

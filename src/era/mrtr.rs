@@ -257,6 +257,18 @@ pub fn capability_declared(caps: Option<&RawValue>, need: (&str, Option<&str>)) 
     }
 }
 
+/// Did a caller declare any capability a server request needs (sampling, elicitation,
+/// roots)? One that declared none can be asked nothing: it is never an addressee of a 2025
+/// child's requests, and never held back for one (`upstream::child`'s attribution).
+pub fn declares_any_input(caps: Option<&RawValue>) -> bool {
+    let Some(c) = caps.and_then(Fields::parse) else {
+        return false;
+    };
+    ["sampling", "elicitation", "roots"]
+        .iter()
+        .any(|k| c.get(k).is_some_and(|v| v.get() != "null"))
+}
+
 /// Is this an `elicitation/create` in URL mode?
 fn is_url_elicitation(method: &str, params: Option<&RawValue>) -> bool {
     method == "elicitation/create"
@@ -472,6 +484,20 @@ impl<H> ParkStore<H> {
 mod tests {
     use super::*;
     use crate::jsonrpc::raw;
+
+    #[test]
+    fn declaring_any_input_capability() {
+        assert!(!declares_any_input(None));
+        assert!(!declares_any_input(Some(&raw("{}"))));
+        assert!(!declares_any_input(Some(&raw(
+            r#"{"experimental":{},"roots":null}"#
+        ))));
+        assert!(declares_any_input(Some(&raw(
+            r#"{"roots":{"listChanged":true}}"#
+        ))));
+        assert!(declares_any_input(Some(&raw(r#"{"elicitation":{}}"#))));
+        assert!(declares_any_input(Some(&raw(r#"{"sampling":{}}"#))));
+    }
 
     #[test]
     fn state_roundtrip_and_binding() {

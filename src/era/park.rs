@@ -10,6 +10,11 @@
 //! and a complete one gives the call back to the face to follow to its answer. Faces only
 //! deliver what these return: the body to answer, and the frames to hand the upstream
 //! (`Upstream::send_response`).
+//!
+//! While parked, a call is flagged so (`Hold::set_parked`, the handle's `CallHandle::set_parked`):
+//! its upstream must not take it for the addressee of its peer's next request, since its
+//! caller may never come back. Parking sets the flag, giving the call back or resuming it
+//! clears it; here, once, rather than in each face.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +26,17 @@ use crate::era::mrtr::{
     StateSigner,
 };
 use crate::jsonrpc::{self, code};
+
+/// A call that can be told it is parked for its caller's input.
+pub trait Hold {
+    fn set_parked(&mut self, parked: bool);
+}
+
+impl Hold for crate::call::CallHandle {
+    fn set_parked(&mut self, parked: bool) {
+        crate::call::CallHandle::set_parked(self, parked);
+    }
+}
 
 /// A server request from the upstream: its id (raw JSON), method and params.
 pub type Asked = (Box<RawValue>, String, Option<Box<RawValue>>);
@@ -51,7 +67,12 @@ pub struct Parking<H> {
 }
 
 /// Park `handle` for the requests in `asked` (see the module comment).
-pub fn park<H>(store: &ParkStore<H>, site: &Site<'_>, handle: H, asked: Vec<Asked>) -> Parking<H> {
+pub fn park<H: Hold>(
+    store: &ParkStore<H>,
+    site: &Site<'_>,
+    mut handle: H,
+    asked: Vec<Asked>,
+) -> Parking<H> {
     let mut refusals = Vec::new();
     let mut waiting: Vec<InputWait> = Vec::new();
     for (id, method, params) in asked {
@@ -90,6 +111,7 @@ pub fn park<H>(store: &ParkStore<H>, site: &Site<'_>, handle: H, asked: Vec<Aske
         site.digest,
     );
     let body = input_required_result(&waiting, &state);
+    handle.set_parked(true);
     let parked = Parked {
         handle,
         waiting,
@@ -111,7 +133,9 @@ pub fn park<H>(store: &ParkStore<H>, site: &Site<'_>, handle: H, asked: Vec<Aske
                     None,
                 ));
             }
-            Err(back.handle)
+            let mut handle = back.handle;
+            handle.set_parked(false);
+            Err(handle)
         }
     };
     Parking {
@@ -152,7 +176,7 @@ pub enum Next<H> {
 }
 
 /// Resume the call a retry's `requestState` names (see the module comment).
-pub fn resume<H>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
+pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
     let refused = |msg: String| Resumed {
         to_upstream: Vec::new(),
         next: Next::Refused(msg),
@@ -182,8 +206,10 @@ pub fn resume<H>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
         }
     }
     if still.is_empty() {
+        let mut handle = parked.handle;
+        handle.set_parked(false);
         let next = Next::Go {
-            handle: parked.handle,
+            handle,
             round: parked.round,
             park_id: claims.park,
         };
@@ -235,6 +261,52 @@ mod tests {
 
     fn raw(s: &str) -> Box<RawValue> {
         jsonrpc::raw(s)
+    }
+
+    impl Hold for &str {
+        fn set_parked(&mut self, _: bool) {}
+    }
+    impl Hold for u8 {
+        fn set_parked(&mut self, _: bool) {}
+    }
+
+    /// A handle that remembers what it was told.
+    #[derive(Debug, PartialEq)]
+    struct Flag(bool);
+    impl Hold for Flag {
+        fn set_parked(&mut self, parked: bool) {
+            self.0 = parked;
+        }
+    }
+
+    #[test]
+    fn a_parked_call_is_flagged_until_resumed_or_given_back() {
+        let (signer, store) = (StateSigner::new(), ParkStore::new(1));
+        let caps = raw(r#"{"elicitation":{}}"#);
+        let body = park(&store, &site(&signer, &caps), Flag(false), vec![elicit(1)])
+            .answer
+            .ok()
+            .unwrap();
+        assert_eq!(
+            store.take_all().first().map(|p| &p.handle),
+            Some(&Flag(true))
+        );
+        // Parked again, then resumed: the call is no longer flagged.
+        let body2 = park(&store, &site(&signer, &caps), Flag(false), vec![elicit(2)])
+            .answer
+            .ok()
+            .unwrap();
+        assert_ne!(body, body2);
+        // The store is full now: the next call is given back unflagged.
+        let full = park(&store, &site(&signer, &caps), Flag(false), vec![elicit(3)]);
+        assert!(matches!(full.answer, Err(Flag(false))));
+        let answer = raw(r#"{"input1":{"action":"decline"}}"#);
+        let st = state_of(&body2);
+        let Next::Go { handle, .. } = resume(&store, &retry(&signer, &st, Some(&answer))).next
+        else {
+            panic!("expected the call back")
+        };
+        assert_eq!(handle, Flag(false));
     }
 
     fn elicit(id: u64) -> Asked {

@@ -34,8 +34,9 @@ const ROUTE_OTHER: &str = "other";
 pub fn spawn_sweeper(app: &Arc<App>) {
     let app = app.clone();
     app.tracker.clone().spawn(async move {
-        let every =
-            (app.cfg.session_idle / 4).clamp(Duration::from_millis(200), Duration::from_secs(30));
+        // Often enough for both deadlines (a short --park-timeout is swept soon after).
+        let every = (app.cfg.session_idle.min(app.cfg.park_timeout) / 4)
+            .clamp(Duration::from_millis(200), Duration::from_secs(30));
         loop {
             tokio::select! {
                 _ = tokio::time::sleep(every) => {}

@@ -9,7 +9,6 @@ use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::call::CallCtx;
-use crate::era::mrtr::INPUT_TTL;
 use crate::era::park;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::run::{CallRequest, PostCtx};
@@ -292,8 +291,10 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         if let Some(state) = state {
             return resume(app, pc, method, &state).await;
         }
-        ctx.accepts_server_requests = true;
-        mrtr = Some(mrtr_ctx(app, pc, 0, None));
+        let m = mrtr_ctx(app, pc, 0, None);
+        // Only a caller that declared something the child may ask can be asked.
+        ctx.accepts_server_requests = crate::era::mrtr::declares_any_input(m.caps.as_deref());
+        mrtr = Some(m);
     }
     let mut params = pc.env.params.map(|p| p.to_owned());
     if mrtr.is_some() {
@@ -341,7 +342,7 @@ fn mrtr_ctx(app: &App, pc: &PostCtx<'_>, round: u32, park_id: Option<u64>) -> re
             .map(|c| c.to_owned()),
         principal: principal(pc),
         digest: crate::era::mrtr::params_digest(pc.env.params),
-        ttl: INPUT_TTL,
+        ttl: app.cfg.park_timeout,
         upstream: app.upstream.clone(),
         round,
         park_id,
@@ -368,7 +369,7 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         method,
         digest: &digest,
         answers: pc.view.get("inputResponses"),
-        ttl: INPUT_TTL,
+        ttl: app.cfg.park_timeout,
     };
     let resumed = park::resume(&app.parked, &retry);
     for frame in resumed.to_upstream {

@@ -570,18 +570,4 @@ pub struct MrtrCtx {
     pub park_id: Option<u64>,
 }
 
-/// Keeps a gauge incremented while alive.
-pub struct GaugeGuard(prometheus::IntGauge);
-
-impl GaugeGuard {
-    pub fn new(g: prometheus::IntGauge) -> Self {
-        g.inc();
-        Self(g)
-    }
-}
-
-impl Drop for GaugeGuard {
-    fn drop(&mut self) {
-        self.0.dec();
-    }
-}
+pub use crate::metrics::GaugeGuard;

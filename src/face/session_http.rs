@@ -290,7 +290,9 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
         client_era: Era::Legacy,
         stamp_meta: s.call_meta(),
         session: Some(s.id.clone()),
-        accepts_server_requests: pc.accept_sse,
+        // Asked only on a stream, and only what it declared at `initialize`.
+        accepts_server_requests: pc.accept_sse
+            && crate::era::mrtr::declares_any_input(s.client_caps()),
         log_level: Some(s.log_level().unwrap_or("debug")),
         tool: tool_name(method, &pc.view),
     };

@@ -29,6 +29,8 @@ pub struct HttpConfig {
     pub call_timeout: Duration,
     /// How long a call waits for a (re)starting child.
     pub start_wait: Duration,
+    /// How long a parked 2026 call waits for its client's retry (`--park-timeout`).
+    pub park_timeout: Duration,
     pub session_idle: Duration,
     pub max_sessions: usize,
     pub isolation_session: bool,

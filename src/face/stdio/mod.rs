@@ -203,8 +203,18 @@ struct Face {
     input_waits: Mutex<HashMap<String, oneshot::Sender<HostAnswer>>>,
     signer: StateSigner,
     parked: ParkStore<CallHandle>,
+    /// How long a parked call waits for the host's retry (`--park-timeout`).
+    park_ttl: Duration,
     tracker: TaskTracker,
     obs: HostObserver,
+}
+
+/// What the host side may cost: its longest line, and how long a call parked for its input
+/// waits for its retry (`--max-line`, `--park-timeout`).
+#[derive(Debug, Clone, Copy)]
+pub struct HostLimits {
+    pub max_line: usize,
+    pub park_timeout: Duration,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -217,7 +227,7 @@ pub async fn serve<R, W>(
     up: SharedUpstream,
     input: R,
     output: W,
-    max_line: usize,
+    limits: HostLimits,
     obs: HostObserver,
     shutdown: CancellationToken,
 ) where
@@ -228,11 +238,11 @@ pub async fn serve<R, W>(
     let writer = tokio::spawn(write_loop(output, out_rx));
     // Subscribed before the host's first line: nothing the upstream sends is missed.
     let server_events = up.subscribe();
-    let face = Face::new(up, out, obs);
+    let face = Face::new(up, out, obs, limits.park_timeout);
     let sweeper = tokio::spawn(sweep_parked(Arc::clone(&face)));
     // Traffic from the upstream that belongs to no call (a 2025 remote's GET stream).
     let events_task = tokio::spawn(forward_events(Arc::clone(&face), server_events));
-    let mut lines = FramedRead::new(input, LineDecoder::new(max_line));
+    let mut lines = FramedRead::new(input, LineDecoder::new(limits.max_line));
     loop {
         let next = tokio::select! {
             _ = shutdown.cancelled() => { info!("shutting down"); break; }
@@ -269,7 +279,12 @@ pub async fn serve<R, W>(
 }
 
 impl Face {
-    fn new(up: SharedUpstream, out: mpsc::Sender<Bytes>, obs: HostObserver) -> Arc<Self> {
+    fn new(
+        up: SharedUpstream,
+        out: mpsc::Sender<Bytes>,
+        obs: HostObserver,
+        park_ttl: Duration,
+    ) -> Arc<Self> {
         Arc::new(Face {
             up,
             out,
@@ -284,6 +299,7 @@ impl Face {
             input_waits: Mutex::new(HashMap::new()),
             signer: StateSigner::new(),
             parked: ParkStore::new(MAX_PARKED),
+            park_ttl,
             tracker: TaskTracker::new(),
             obs,
         })
@@ -312,8 +328,10 @@ impl Face {
 
 /// Cancel at the remote the parked calls whose host never came back.
 async fn sweep_parked(face: Arc<Face>) {
+    // Often enough for a short --park-timeout too.
+    let every = (face.park_ttl / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
     loop {
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(every).await;
         for mut p in face.parked.take_expired() {
             info!(
                 "a {} waiting for the host's input expired: cancelled",

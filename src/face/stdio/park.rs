@@ -184,7 +184,7 @@ impl Face {
             digest: &p.digest,
             round: p.round,
             park_id: p.park_id,
-            ttl: mrtr::INPUT_TTL,
+            ttl: self.park_ttl,
         };
         let parking = park::park(&self.parked, &site, r, asked);
         if parking.undeclared > 0 {
@@ -224,7 +224,7 @@ impl Face {
             method: &call.method,
             digest: &digest,
             answers: answers.as_deref(),
-            ttl: mrtr::INPUT_TTL,
+            ttl: self.park_ttl,
         };
         let resumed = park::resume(&self.parked, &retry);
         for frame in resumed.to_upstream {

@@ -52,6 +52,9 @@ pub struct ChildConfig {
     pub max_line: usize,
     /// How long to wait for the `server/discover` probe and for `initialize`.
     pub probe_timeout: Duration,
+    /// How long a call that may be asked waits for a 2025 child busy with another such
+    /// caller (`--attribution-wait`).
+    pub attribution_wait: Duration,
     /// close stdin → wait this long → SIGTERM the group.
     pub stdin_grace: Duration,
     /// SIGTERM → wait this long → SIGKILL the group.
@@ -195,18 +198,43 @@ impl ChildUpstream {
             params: Some(jsonrpc::raw(&params)),
             ctx: CallCtx::modern(),
         };
-        if let Ok(mut h) = self.start_on(proc, Era::Legacy, call, true) {
+        if let Ok(mut h) = self.start_on(proc, Era::Legacy, &call, true) {
             tokio::spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(10), &mut h.outcome).await;
             });
         }
     }
 
-    /// Send a call to the child. Waits up to `wait` for a (re)starting child.
+    /// Send a call to the child. Waits up to `wait` for a (re)starting child, and up to
+    /// `attribution_wait` while a 2025 child runs another caller's call that may be asked
+    /// (see `mux`), counted in `calls_queued` meanwhile.
     pub async fn call(&self, call: Call, wait: Duration) -> Result<CallHandle, BridgeError> {
         let proc = self.ready(wait).await?;
         let era = proc.info().map(|i| i.era).unwrap_or(Era::Legacy);
-        self.start_on(&proc, era, call, false)
+        let bound = self.inner.cfg.attribution_wait;
+        let deadline = tokio::time::Instant::now() + bound;
+        let mut queued = None;
+        loop {
+            // Registered before trying, so that a slot freed in between is not missed.
+            let freed = proc.slot_freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            match self.start_on(&proc, era, &call, false) {
+                Err(BridgeError::AttributionBusy(_)) => {}
+                started => return started,
+            }
+            queued.get_or_insert_with(|| {
+                crate::metrics::GaugeGuard::new(
+                    self.inner.metrics.calls_queued(&self.inner.cfg.name),
+                )
+            });
+            tokio::select! {
+                _ = &mut freed => {}
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(BridgeError::AttributionBusy(bound.as_millis() as u64));
+                }
+            }
+        }
     }
 
     /// Forward a 2025 client's response to a request the child made (the child's own id).
@@ -227,7 +255,7 @@ impl ChildUpstream {
         &self,
         proc: &Arc<Proc>,
         child_era: Era,
-        call: Call,
+        call: &Call,
         internal: bool,
     ) -> Result<CallHandle, BridgeError> {
         let id = self.inner.next_id.fetch_add(1, Ordering::Relaxed);

@@ -6,6 +6,13 @@
 //! as `child_exited` rather than queued or reported as overload: a full queue is the only
 //! overload.
 //!
+//!
+//! Attribution: a 2025 child's requests name no call, so a call whose caller may be asked
+//! (`accepts_server_requests`) is started only when no other such call of another caller is
+//! running and not parked (`start` refuses it as `AttributionBusy` under the same lock that
+//! inserts it; the caller waits on `slot_freed` and tries again). A parked call waits for its
+//! own caller's retry: it is no addressee of new requests and holds no slot.
+//!
 //! It is the bottom of `upstream::child`: `Proc` knows nothing of supervision or routing, so
 //! the map dies with its process and failing all calls on a crash is a single `drain()`.
 
@@ -14,7 +21,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{
@@ -36,6 +43,37 @@ pub(super) struct Pending {
     pub(super) log_rank: Option<usize>,
     /// The `tool` label of a `tools/call` (a listed name or `other`).
     pub(super) tool: Option<Arc<str>>,
+    /// Parked for its caller's input (a 2026 `input_required`): not an addressee of the
+    /// child's requests, and no obstacle to starting another call that may be asked.
+    pub(super) parked: bool,
+    /// Wakes the calls waiting for attribution when this one goes (set when it may be asked).
+    _slot: Option<SlotGuard>,
+}
+
+/// Wakes every waiter of `Proc::slot_freed` when dropped with its `Pending` entry.
+struct SlotGuard(Arc<Notify>);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        self.0.notify_waiters();
+    }
+}
+
+impl Pending {
+    /// Could the child's next request be meant for this call's caller?
+    pub(super) fn may_be_asked(&self) -> bool {
+        self.sinks.is_some() && self.accepts_server_requests && !self.parked
+    }
+}
+
+/// Would a new call of `session` (that may be asked) make the child's requests ambiguous?
+/// Yes when another caller's call that may be asked is running: calls of one 2025 session
+/// share its stream, so they are one addressee.
+fn attribution_conflict(pending: &HashMap<u64, Pending>, session: Option<&Arc<str>>) -> bool {
+    pending
+        .values()
+        .filter(|p| p.may_be_asked())
+        .any(|p| session.is_none() || p.session.as_ref() != session)
 }
 
 /// One running process.
@@ -53,6 +91,8 @@ pub(super) struct Proc {
     pub(super) tool_names: RwLock<crate::metrics::ToolNames>,
     /// `tools/list_changed` seen and not yet re-read: 0 none, 1 a refresh runs, >1 one more.
     pub(super) tools_changed: std::sync::atomic::AtomicUsize,
+    /// Notified when a call that may be asked ends or is parked (see the module comment).
+    pub(super) slot_freed: Arc<Notify>,
     /// Why the process's calls were failed (set by `fail_all` under the `pending` lock, so a
     /// call starting after it is refused instead of waiting for an answer that cannot come).
     ended: std::sync::OnceLock<String>,
@@ -91,6 +131,9 @@ impl Cancel for ChildCancel {
     fn cancel(&self, reason: &str) -> bool {
         self.proc.cancel(self.id, reason)
     }
+    fn set_parked(&self, parked: bool) {
+        self.proc.set_parked(self.id, parked);
+    }
 }
 
 impl Proc {
@@ -105,6 +148,7 @@ impl Proc {
             tool_headers: RwLock::new(HashMap::new()),
             tool_names: RwLock::new(crate::metrics::ToolNames::default()),
             tools_changed: std::sync::atomic::AtomicUsize::new(0),
+            slot_freed: Arc::new(Notify::new()),
             ended: std::sync::OnceLock::new(),
         }
     }
@@ -112,12 +156,13 @@ impl Proc {
     /// Start `call` on this `child_era` child under the minted `id`, which is also its
     /// progress token. A 2026 child gets the caller's session `_meta` stamped on, except on
     /// the bridge's own (`internal`) calls. Dropping the handle cancels the call, counted in
-    /// `metrics` by its reason.
+    /// `metrics` by its reason. A call that may be asked, on a 2025 child, is refused as
+    /// `AttributionBusy` while another caller's may be (see the module comment).
     pub(super) fn start(
         self: &Arc<Self>,
         id: u64,
         child_era: Era,
-        call: Call,
+        call: &Call,
         internal: bool,
         metrics: &Arc<Metrics>,
     ) -> Result<CallHandle, BridgeError> {
@@ -142,6 +187,13 @@ impl Proc {
         if let Some(why) = self.ended.get() {
             return Err(ended_error(why));
         }
+        let may_be_asked = call.ctx.accepts_server_requests && !internal;
+        if may_be_asked
+            && child_era == Era::Legacy
+            && attribution_conflict(&pending, call.ctx.session.as_ref())
+        {
+            return Err(BridgeError::AttributionBusy(0));
+        }
         pending.insert(
             id,
             Pending {
@@ -153,13 +205,15 @@ impl Proc {
                     call.ctx.client_era
                 },
                 session: call.ctx.session.clone(),
-                accepts_server_requests: call.ctx.accepts_server_requests,
+                accepts_server_requests: may_be_asked,
                 log_rank: call
                     .ctx
                     .log_level
                     .and_then(protocol::log_level)
                     .map(|(_, r)| r),
-                tool: crate::upstream::observe::tool_label(&self.tool_names, &call),
+                tool: crate::upstream::observe::tool_label(&self.tool_names, call),
+                parked: false,
+                _slot: may_be_asked.then(|| SlotGuard(self.slot_freed.clone())),
             },
         );
         drop(pending);
@@ -207,6 +261,19 @@ impl Proc {
         removed
     }
 
+    /// Flag call `id` as parked for its caller's input, or as running again. Parking frees
+    /// its attribution slot, so the calls waiting for one are woken.
+    pub(super) fn set_parked(&self, id: u64, parked: bool) {
+        let mut pending = lock(&self.pending);
+        if let Some(p) = pending.get_mut(&id) {
+            p.parked = parked;
+        }
+        drop(pending);
+        if parked {
+            self.slot_freed.notify_waiters();
+        }
+    }
+
     /// What the probe learned, once it has.
     pub(super) fn info(&self) -> Option<UpstreamInfo> {
         self.info.read().ok().and_then(|g| g.clone())
@@ -234,22 +301,67 @@ mod tests {
         r.as_ref().err().map_or("started", BridgeError::reason)
     }
 
+    /// A call of `session` (None: a 2026 caller) whose caller may be asked.
+    fn askable(session: Option<&str>) -> Call {
+        let mut c = call();
+        c.ctx.accepts_server_requests = true;
+        c.ctx.session = session.map(Arc::from);
+        c
+    }
+
+    #[tokio::test]
+    async fn only_one_caller_that_may_be_asked_runs_unless_parked() {
+        let m = Arc::new(Metrics::new());
+        let (tx, _rx) = mpsc::channel(64);
+        let p = Arc::new(Proc::new(tx));
+        let start = |id, c: &Call| p.start(id, Era::Legacy, c, false, &m);
+        let mut alice = start(1, &askable(Some("s-alice"))).expect("first");
+        // The same session is the same addressee; another session or a 2026 caller is not.
+        let again = start(2, &askable(Some("s-alice"))).expect("same session");
+        assert_eq!(
+            reason(&start(3, &askable(Some("s-bob")))),
+            "attribution_busy"
+        );
+        assert_eq!(reason(&start(4, &askable(None))), "attribution_busy");
+        // A caller that can be asked nothing, and the bridge's own calls, are never held back.
+        assert_eq!(reason(&start(5, &call())), "started");
+        assert_eq!(
+            reason(&p.start(6, Era::Legacy, &askable(None), true, &m)),
+            "started"
+        );
+        // Toward a 2026 child nothing needs attributing.
+        assert_eq!(
+            reason(&p.start(7, Era::Modern, &askable(None), false, &m)),
+            "started"
+        );
+        drop(again);
+        // Parked calls hold nobody back (and are no addressee); resumed, they count again.
+        alice.set_parked(true);
+        assert!(lock(&p.pending).get(&1).is_some_and(|e| !e.may_be_asked()));
+        let bob = start(8, &askable(Some("s-bob"))).expect("alice is parked");
+        alice.set_parked(false);
+        assert!(lock(&p.pending).get(&1).is_some_and(Pending::may_be_asked));
+        drop(bob);
+        drop(alice);
+        assert_eq!(reason(&start(9, &askable(None))), "started");
+    }
+
     #[tokio::test]
     async fn a_gone_writer_is_child_exited_and_a_full_queue_overload() {
         let m = Arc::new(Metrics::new());
         let (tx, rx) = mpsc::channel(1);
         let p = Arc::new(Proc::new(tx));
-        let first = p.start(1, Era::Modern, call(), false, &m);
+        let first = p.start(1, Era::Modern, &call(), false, &m);
         assert_eq!(reason(&first), "started");
         // The queue (capacity 1) holds the first frame: the next is overload.
         assert_eq!(
-            reason(&p.start(2, Era::Modern, call(), false, &m)),
+            reason(&p.start(2, Era::Modern, &call(), false, &m)),
             "overloaded"
         );
         // The writer ends (the child's stdin is gone): that is not overload.
         drop(rx);
         assert_eq!(
-            reason(&p.start(3, Era::Modern, call(), false, &m)),
+            reason(&p.start(3, Era::Modern, &call(), false, &m)),
             "child_exited"
         );
         assert!(!lock(&p.pending).contains_key(&3));
@@ -261,20 +373,22 @@ mod tests {
         let m = Arc::new(Metrics::new());
         let (tx, _rx) = mpsc::channel(8);
         let p = Arc::new(Proc::new(tx));
-        let mut before = p.start(1, Era::Modern, call(), false, &m).expect("started");
+        let mut before = p
+            .start(1, Era::Modern, &call(), false, &m)
+            .expect("started");
         p.fail_all("exited");
         match before.outcome.try_recv() {
             Ok(Outcome::Failed(e)) => assert_eq!(e.reason(), "child_exited"),
             other => panic!("in-flight call: {other:?}"),
         }
         // A caller that picked this process before it ended (the race with the supervisor).
-        let after = p.start(2, Era::Modern, call(), false, &m);
+        let after = p.start(2, Era::Modern, &call(), false, &m);
         assert_eq!(reason(&after), "child_exited");
         assert!(lock(&p.pending).is_empty());
         let (tx, _rx) = mpsc::channel(8);
         let stopping = Arc::new(Proc::new(tx));
         stopping.fail_all("shutting down");
-        let r = stopping.start(3, Era::Modern, call(), false, &m);
+        let r = stopping.start(3, Era::Modern, &call(), false, &m);
         assert_eq!(reason(&r), "shutting_down");
     }
 }

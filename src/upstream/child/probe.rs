@@ -34,7 +34,7 @@ impl ChildUpstream {
             params: params.map(jsonrpc::raw),
             ctx: CallCtx::modern(),
         };
-        let mut h = self.start_on(proc, era, call, true).ok()?;
+        let mut h = self.start_on(proc, era, &call, true).ok()?;
         h.set_cancel_reason("timeout");
         match tokio::time::timeout(timeout, &mut h.outcome).await {
             Ok(Ok(Outcome::Result(r))) => Some(Ok(r)),

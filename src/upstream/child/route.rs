@@ -228,11 +228,9 @@ impl ChildUpstream {
         let route = {
             let g = lock(&proc.pending);
             // Only calls whose caller can answer (a 2025 client on a stream, or a 2026 client
-            // of a method that may return input_required) are candidates.
-            let callers: Vec<&Pending> = g
-                .values()
-                .filter(|p| p.sinks.is_some() && p.accepts_server_requests)
-                .collect();
+            // of a method that may return input_required) are candidates; a call parked for
+            // its own caller's input is not (its caller may never come back).
+            let callers: Vec<&Pending> = g.values().filter(|p| p.may_be_asked()).collect();
             let sessions: std::collections::HashSet<Option<&Arc<str>>> =
                 callers.iter().map(|p| p.session.as_ref()).collect();
             if callers.len() == 1 {
