@@ -359,6 +359,35 @@ async fn write_and_close(s: Stream, msg: &[u8]) -> Option<()> {
     Some(())
 }
 
+/// The connection's stream and protocol: a plain socket peeked at, or a TLS handshake and its
+/// ALPN, both within the first head's clock. None: it did not get that far (or shutdown).
+async fn open(
+    tcp: TcpStream,
+    shared: &Shared,
+    state: &ConnState,
+) -> Option<(Stream, sniff::Proto)> {
+    let limits = &shared.cfg.limits;
+    match &shared.cfg.tls {
+        None => {
+            // Within the first head's clock, and not past shutdown (as hyper's own wait for
+            // the version would be cancelled).
+            let first_head = state.start() + limits.header_timeout;
+            let proto = tokio::select! {
+                p = tokio::time::timeout_at(first_head, sniff::peek(&tcp)) => p.ok()?,
+                _ = shared.stopping.cancelled() => return None,
+            };
+            Some((Stream::Plain(tcp), proto))
+        }
+        Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(tcp)).await {
+            Ok(Some(s)) => {
+                let proto = sniff::alpn(&s);
+                Some((Stream::Tls(Box::new(s)), proto))
+            }
+            _ => None,
+        },
+    }
+}
+
 /// One connection, from accept to close.
 async fn serve_one<F, Fut>(
     tcp: TcpStream,
@@ -372,27 +401,8 @@ async fn serve_one<F, Fut>(
 {
     let limits = shared.cfg.limits;
     let state = ConnState::new(&limits);
-    let (stream, proto) = match &shared.cfg.tls {
-        None => {
-            // Within the first head's clock, and not past shutdown (as hyper's own wait for
-            // the version would be cancelled).
-            let first_head = state.start() + limits.header_timeout;
-            let proto = tokio::select! {
-                p = tokio::time::timeout_at(first_head, sniff::peek(&tcp)) => match p {
-                    Ok(p) => p,
-                    Err(_) => return,
-                },
-                _ = shared.stopping.cancelled() => return,
-            };
-            (Stream::Plain(tcp), proto)
-        }
-        Some(tls) => match tokio::time::timeout(limits.header_timeout, tls.accept(tcp)).await {
-            Ok(Some(s)) => {
-                let proto = sniff::alpn(&s);
-                (Stream::Tls(Box::new(s)), proto)
-            }
-            _ => return,
-        },
+    let Some((stream, proto)) = open(tcp, &shared, &state).await else {
+        return;
     };
     let svc = {
         let (shared, state) = (shared.clone(), state.clone());
