@@ -75,15 +75,7 @@ async fn elicit_session(c: &reqwest::Client, url: &str) -> Session {
 async fn ask_2025(b: &Bridge, s: &Session, id: &str) -> (SseReader, Value) {
     let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
         "params": {"name": "elicit", "arguments": {"message": id}}});
-    let resp =
-        s.c.post(&s.url)
-            .headers(s.headers())
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-    assert_eq!(resp.status(), 200);
-    let mut sse = SseReader::new(resp);
+    let mut sse = s.stream(&body).await;
     let req = sse
         .next(T)
         .await

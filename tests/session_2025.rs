@@ -401,15 +401,7 @@ async fn round_trip_with_child(era: &str) {
     ] {
         let body = json!({"jsonrpc": "2.0", "id": format!("call-{tool}"), "method": "tools/call",
             "params": {"name": tool, "arguments": args}});
-        let resp = c
-            .post(&s.url)
-            .headers(s.headers())
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let mut sse = SseReader::new(resp);
+        let mut sse = s.stream(&body).await;
         let req = sse
             .next(Duration::from_secs(10))
             .await

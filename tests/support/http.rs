@@ -419,6 +419,20 @@ impl Session {
         h
     }
 
+    /// POST `body` on the session and read the answer as an SSE stream (asserts 200).
+    pub async fn stream(&self, body: &Value) -> SseReader {
+        let resp = self
+            .c
+            .post(&self.url)
+            .headers(self.headers())
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("POST on the session");
+        assert_eq!(resp.status(), 200);
+        SseReader::new(resp)
+    }
+
     pub async fn post(&self, body: &Value) -> Reply {
         post_with(&self.c, &self.url, self.headers(), body.to_string()).await
     }
