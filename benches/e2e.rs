@@ -462,31 +462,7 @@ impl Bridge {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", cfg.bridge_bin));
         let stderr = proc.stderr.take().expect("piped stderr");
-        let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
-        std::thread::spawn(move || {
-            // Learn the port from the log, then keep draining so the bridge never blocks.
-            let mut r = BufReader::new(stderr);
-            let mut line = String::new();
-            let mut sent = false;
-            while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                if !sent {
-                    if let Some(rest) = line.split("listening on http://").nth(1) {
-                        let hostport = rest.split('/').next().unwrap_or("");
-                        if let Ok(a) = hostport.parse() {
-                            let _ = tx.send(a);
-                            sent = true;
-                        }
-                    }
-                }
-                if line.contains("WARN") || line.contains("ERROR") {
-                    eprint!("  bridge: {line}");
-                }
-                line.clear();
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("the bridge did not log its address within 10 s");
+        let addr = support::address_from_log(stderr, Duration::from_secs(10));
         let b = Bridge { proc, addr };
         b.wait_ready();
         b

@@ -36,7 +36,6 @@
 
 mod support;
 
-use std::io::BufRead;
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -154,30 +153,7 @@ impl Bridge {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", cfg.bridge_bin));
         let stderr = proc.stderr.take().expect("piped stderr");
-        let (tx, rx) = std::sync::mpsc::channel::<SocketAddr>();
-        std::thread::spawn(move || {
-            // Learn the port from the log, then keep draining so the bridge never blocks.
-            let mut r = std::io::BufReader::new(stderr);
-            let mut line = String::new();
-            let mut sent = false;
-            while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
-                if !sent {
-                    if let Some(rest) = line.split("listening on http://").nth(1) {
-                        if let Ok(a) = rest.split('/').next().unwrap_or("").parse() {
-                            let _ = tx.send(a);
-                            sent = true;
-                        }
-                    }
-                }
-                if line.contains("WARN") || line.contains("ERROR") {
-                    eprint!("  bridge: {line}");
-                }
-                line.clear();
-            }
-        });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(20))
-            .expect("the bridge did not log its address within 20 s");
+        let addr = support::address_from_log(stderr, Duration::from_secs(20));
         let b = Bridge { proc, addr };
         b.wait_ready();
         b
