@@ -13,7 +13,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use parse::parse_kv;
-pub use parse::{parse_duration, parse_size};
+pub use parse::{duration_from_secs, parse_duration, parse_size};
 
 #[derive(Debug, Parser)]
 #[command(

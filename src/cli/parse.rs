@@ -13,6 +13,21 @@ pub fn parse_kv(s: &str) -> Result<(String, String), String> {
     }
 }
 
+/// The longest duration any flag or key accepts: a year. Longer values are refused rather than
+/// clamped, and the bound keeps `Instant::now() + d` from overflowing anywhere downstream.
+pub const MAX_DURATION_SECS: f64 = 365.0 * 24.0 * 3600.0;
+
+/// A number of seconds as a `Duration`, refused when negative, not finite or over a year.
+pub fn duration_from_secs(secs: f64) -> Result<Duration, String> {
+    if !secs.is_finite() || secs < 0.0 {
+        return Err("a duration must be a finite, non-negative number".into());
+    }
+    if secs > MAX_DURATION_SECS {
+        return Err("a duration must not exceed a year (8760h)".into());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
 /// `250ms`, `10s`, `5m`, `1h`, or bare seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -27,10 +42,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         "h" => n * 3600.0,
         _ => return Err(format!("unknown duration unit in {s:?} (use ms, s, m, h)")),
     };
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(format!("not a duration: {s:?}"));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    duration_from_secs(secs).map_err(|e| format!("{e}: {s:?}"))
 }
 
 /// `1024`, `64K`, `64KiB`, `16M`, `16MiB`.
@@ -75,6 +87,13 @@ mod tests {
         assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
         assert_eq!(parse_duration("2").unwrap(), Duration::from_secs(2));
         assert!(parse_duration("5y").is_err());
+        // Found by the config_file fuzz target: a 130-digit minute count overflowed `Duration`.
+        assert!(parse_duration(&format!("{}5m", "4".repeat(130))).is_err());
+        assert!(parse_duration("8761h").is_err());
+        assert_eq!(
+            parse_duration("8760h").unwrap(),
+            Duration::from_secs(365 * 86400)
+        );
         assert_eq!(parse_size("16MiB").unwrap(), 16 << 20);
         assert_eq!(parse_size("100").unwrap(), 100);
         assert!(parse_size("0").is_err());

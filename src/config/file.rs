@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use crate::cli::remote::{self, Naming, ProtocolChoice, RemoteArgs};
-use crate::cli::{parse_duration, parse_size};
+use crate::cli::{duration_from_secs, parse_duration, parse_size};
 
 // ---------------------------------------------------------------------------------------------
 // The file as written
@@ -361,10 +361,11 @@ impl TryFrom<NumOrText> for Dur {
     type Error = String;
     fn try_from(v: NumOrText) -> Result<Self, String> {
         match v {
-            NumOrText::Int(n) if n >= 0 => Ok(Dur(Duration::from_secs(n.unsigned_abs()))),
-            NumOrText::Float(f) if f.is_finite() && f >= 0.0 => Ok(Dur(Duration::from_secs_f64(f))),
+            // i64 to f64 loses precision only far beyond the one-year bound.
+            #[allow(clippy::cast_precision_loss)]
+            NumOrText::Int(n) => duration_from_secs(n as f64).map(Dur),
+            NumOrText::Float(f) => duration_from_secs(f).map(Dur),
             NumOrText::Text(s) => parse_duration(&s).map(Dur),
-            _ => Err("a duration must not be negative".into()),
         }
     }
 }
