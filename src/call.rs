@@ -378,6 +378,9 @@ pub struct CallHandle {
     pub events: EventReceiver,
     pub outcome: oneshot::Receiver<Outcome>,
     control: Box<dyn CallControl>,
+    /// Where answers to the requests the upstream makes during this call go, when that is
+    /// not the upstream the call was made on (a pool: the one child that runs it).
+    via: Option<SharedUpstream>,
 }
 
 impl CallHandle {
@@ -390,7 +393,23 @@ impl CallHandle {
             events,
             outcome,
             control,
+            via: None,
         }
+    }
+    /// This handle, with the requests its upstream makes answered through `via` (the pool
+    /// child that runs the call) instead of the upstream the call was made on.
+    pub fn answered_via(mut self, via: SharedUpstream) -> Self {
+        self.via = Some(via);
+        self
+    }
+    /// Where to send a caller's answer to a request the upstream made during this call:
+    /// `via` when set, else `made_on` (the upstream the call was made on).
+    pub fn replies_to<'a>(&'a self, made_on: &'a SharedUpstream) -> &'a SharedUpstream {
+        self.via.as_ref().unwrap_or(made_on)
+    }
+    /// `via`, if set (see [`CallHandle::answered_via`]).
+    pub fn via(&self) -> Option<&SharedUpstream> {
+        self.via.as_ref()
     }
     /// Why the call is being dropped, told to the peer as the cancellation reason.
     pub fn set_cancel_reason(&mut self, reason: &'static str) {

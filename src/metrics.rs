@@ -144,6 +144,8 @@ pub struct Metrics {
     upstream_up: IntGaugeVec,
     calls_in_flight: IntGauge,
     calls_queued: IntGaugeVec,
+    pool_children: IntGaugeVec,
+    pool_busy: IntGaugeVec,
     sse_streams: IntGauge,
     sessions: IntGaugeVec,
     auth_failures: IntCounterVec,
@@ -272,6 +274,16 @@ impl Metrics {
             calls_queued: gauge_vec(
                 "calls_queued",
                 "Calls held back until their 2025 child can attribute its requests to them",
+                &["server"],
+            ),
+            pool_children: gauge_vec(
+                "pool_children",
+                "Child processes a server's pool runs (starting or ready)",
+                &["server"],
+            ),
+            pool_busy: gauge_vec(
+                "pool_busy_children",
+                "Children of a server's pool with at least one call in flight",
                 &["server"],
             ),
             sse_streams: gauge("sse_streams_open", "Open SSE response streams"),
@@ -418,6 +430,14 @@ impl Metrics {
     /// Calls of `server` waiting for the child to have no other caller it may ask.
     pub fn calls_queued(&self, server: &str) -> IntGauge {
         self.calls_queued.with_label_values(&[server])
+    }
+    /// A pool's size and its busy children (`upstream::pool`).
+    pub fn set_pool(&self, server: &str, children: usize, busy: usize) {
+        let n = |v: usize| i64::try_from(v).unwrap_or(i64::MAX);
+        self.pool_children
+            .with_label_values(&[server])
+            .set(n(children));
+        self.pool_busy.with_label_values(&[server]).set(n(busy));
     }
     pub fn sse_streams(&self) -> &IntGauge {
         &self.sse_streams

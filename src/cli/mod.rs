@@ -134,6 +134,16 @@ pub struct ServeArgs {
     /// One child for everyone, or one per 2025 session.
     #[arg(long, value_enum, default_value = "shared")]
     pub isolation: Isolation,
+    /// Children kept running (a pool of them: 2026 calls go to the least-loaded one, a 2025
+    /// session stays on one).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub pool_min: usize,
+    /// Most children run at once; more start on demand (default: --pool-min).
+    #[arg(long, value_name = "N")]
+    pub pool_max: Option<usize>,
+    /// How long a child above --pool-min stays idle before it is stopped.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub pool_idle: Duration,
     /// Idle time after which a 2025 session expires.
     #[arg(long, default_value = "30m", value_parser = parse_duration)]
     pub session_timeout: Duration,
@@ -231,6 +241,15 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    /// The pool the flags ask for (not yet checked: see [`PoolSize::check`]).
+    pub fn pool_size(&self) -> crate::upstream::pool::PoolSize {
+        crate::upstream::pool::PoolSize {
+            min: self.pool_min,
+            max: self.pool_max.unwrap_or(self.pool_min),
+            idle: self.pool_idle,
+        }
+    }
+
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::new(self.host, self.port)
     }

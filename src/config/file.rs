@@ -123,6 +123,16 @@ pub struct CommandFile {
     pub env: BTreeMap<String, String>,
     pub pass_environment: bool,
     pub cwd: Option<PathBuf>,
+    pub pool: Option<PoolFile>,
+}
+
+/// `pool = { min = 1, max = 4, idle = "60s" }`: how many children a command server runs.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolFile {
+    pub min: Option<usize>,
+    pub max: Option<usize>,
+    pub idle: Option<Dur>,
 }
 
 /// A remote server: its URL and the same settings `serve --upstream` takes as flags.
@@ -141,6 +151,7 @@ struct ServerTable {
     env: Option<BTreeMap<String, String>>,
     pass_environment: Option<bool>,
     cwd: Option<PathBuf>,
+    pool: Option<PoolFile>,
     url: Option<UrlText>,
     headers: Option<Headers>,
     header_file: Option<PathBuf>,
@@ -215,6 +226,7 @@ impl TryFrom<ServerTable> for ServerFile {
             ("env", t.env.is_some()),
             ("pass_environment", t.pass_environment.is_some()),
             ("cwd", t.cwd.is_some()),
+            ("pool", t.pool.is_some()),
         ];
         let remote_keys = [
             ("headers", t.headers.is_some()),
@@ -257,6 +269,7 @@ impl TryFrom<ServerTable> for ServerFile {
                     env: t.env.unwrap_or_default(),
                     pass_environment: t.pass_environment.unwrap_or(false),
                     cwd: t.cwd,
+                    pool: t.pool,
                 })
             }
             (None, Some(url)) => {

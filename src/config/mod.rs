@@ -14,6 +14,7 @@
 //! server) and `check-config` reads them too.
 
 mod file;
+mod pool;
 #[cfg(test)]
 mod tests;
 
@@ -30,6 +31,7 @@ use crate::cli::{Isolation, ServeArgs};
 use crate::face::accept::ConnLimits;
 use crate::face::http::HttpConfig;
 use crate::upstream::child::ChildConfig;
+pub use crate::upstream::pool::PoolSize;
 use crate::upstream::remote::RemoteConfig;
 use crate::upstream::UpstreamSpec;
 
@@ -127,6 +129,8 @@ pub struct CommandSpec {
     pub env: Vec<(String, String)>,
     pub pass_environment: bool,
     pub cwd: Option<PathBuf>,
+    /// How many children run it (`pool`, `--pool-min/--pool-max/--pool-idle`).
+    pub pool: PoolSize,
 }
 
 /// A remote server's settings with its header file and token already read (header values are
@@ -207,6 +211,7 @@ impl ServerSpec {
                 env: c.env.clone(),
                 pass_environment: c.pass_environment,
                 cwd: c.cwd.clone(),
+                pool: c.pool,
                 max_line: self.limits.max_line,
                 probe_timeout: self.limits.probe_timeout,
                 attribution_wait: self.limits.attribution_wait,
@@ -254,6 +259,11 @@ impl Plan {
         if args.demo && !args.command.is_empty() {
             return Err("give either --demo or a command after --, not both".into());
         }
+        if args.upstream.is_none() {
+            let pool = args.pool_size();
+            pool.check()?;
+            pool::fits(pool, args.isolation)?;
+        }
         let child = |command: PathBuf, a: Vec<String>| {
             Target::Command(CommandSpec {
                 command,
@@ -261,6 +271,7 @@ impl Plan {
                 env: args.env.clone(),
                 pass_environment: args.pass_environment,
                 cwd: args.cwd.clone(),
+                pool: args.pool_size(),
             })
         };
         let target = if let Some(url) = &args.upstream {
@@ -430,6 +441,7 @@ pub fn parse_servers_json(
                     env,
                     pass_environment: false,
                     cwd,
+                    pool: None,
                 }),
                 isolation: None,
                 limits: Limits::default(),
@@ -566,6 +578,7 @@ fn resolve_server(n: &str, s: &ServerFile, global: &Limits) -> Result<ServerSpec
                 env: c.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
                 pass_environment: c.pass_environment,
                 cwd: c.cwd.clone(),
+                pool: pool::of(c.pool).map_err(|e| format!("server {n:?}: {e}"))?,
             })
         }
         // Reads the header file and the token: a bad one fails here (and check-config).
@@ -575,14 +588,18 @@ fn resolve_server(n: &str, s: &ServerFile, global: &Limits) -> Result<ServerSpec
                 .map_err(|e| format!("server {n:?}: {e}"))?,
         )),
     };
+    let isolation = match s.isolation {
+        Some(IsolationFile::Session) => Isolation::Session,
+        _ => Isolation::Shared,
+    };
+    if let Target::Command(c) = &target {
+        pool::fits(c.pool, isolation).map_err(|e| format!("server {n:?}: {e}"))?;
+    }
     Ok(ServerSpec {
         name: n.to_owned(),
         path: server_path(n),
         target,
-        isolation: match s.isolation {
-            Some(IsolationFile::Session) => Isolation::Session,
-            _ => Isolation::Shared,
-        },
+        isolation,
         limits,
     })
 }
@@ -635,6 +652,9 @@ const CHILD_ONLY: &[&str] = &[
     "attribution_wait",
     "stdin_grace",
     "term_grace",
+    "pool_min",
+    "pool_max",
+    "pool_idle",
 ];
 
 /// How a `serve` flag is written, from its clap id.
@@ -772,6 +792,9 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
         }
         if let Target::Command(c) = &mut s.target {
             given!(c <- args: pass_environment, cwd);
+            pool::override_with(&mut c.pool, args, &g)
+                .map_err(|e| format!("server {:?}: {e}", s.name))?;
+            pool::fits(c.pool, s.isolation).map_err(|e| format!("server {:?}: {e}", s.name))?;
             if g("env") {
                 for (k, v) in &args.env {
                     c.env.retain(|(k2, _)| k2 != k);

@@ -378,3 +378,29 @@ fn flags_that_do_not_belong_are_refused() {
     apply_overrides(&mut p, &a, &given(&["env", "call_timeout"])).unwrap();
     assert_eq!(p.servers[0].limits.call_timeout, Duration::from_secs(1));
 }
+
+#[test]
+fn a_pool_comes_from_its_table_and_the_flags_over_it() {
+    let text = "[servers.a]\ncommand = \"a\"\npool = { max = 4, idle = \"2m\" }\n\
+                [servers.b]\ncommand = \"b\"\n";
+    let mut p = plan_of(text).unwrap();
+    let pool = |p: &Plan, n: &str| match p.server(n).map(ServerSpec::upstream) {
+        Some(UpstreamSpec::Child(c)) => c.pool,
+        other => panic!("{other:?}"),
+    };
+    let a = pool(&p, "a");
+    assert_eq!((a.min, a.max, a.idle), (1, 4, Duration::from_secs(120)));
+    assert_eq!(pool(&p, "b"), PoolSize::default());
+    // --pool-min over the file raises max where it would fall below.
+    let args = serve_args(&["--pool-min", "6"]);
+    let given: Given = ["pool_min".to_owned()].into_iter().collect();
+    apply_overrides(&mut p, &args, &given).unwrap();
+    assert_eq!((pool(&p, "a").min, pool(&p, "a").max), (6, 6));
+    assert!(plan_of("[servers.a]\ncommand = \"a\"\npool = { min = 0 }\n").is_err());
+    assert!(plan_of("[servers.a]\ncommand = \"a\"\npool = { most = 2 }\n").is_err());
+    let e = plan_of("[servers.a]\nurl = \"http://h/mcp\"\npool = { max = 2 }\n").unwrap_err();
+    assert!(e.contains("`pool` belongs to a `command` server"), "{e}");
+    let e = plan_of("[servers.a]\ncommand = \"a\"\nisolation = \"session\"\npool = { max = 2 }\n")
+        .unwrap_err();
+    assert!(e.contains("exclude each other"), "{e}");
+}

@@ -72,6 +72,7 @@ impl Shared {
             "elicit_url" => self.elicit_url(req, args),
             "roots" => self.input_tool(req, InputKind::Roots, json!({})),
             "lookup" => lookup(req, args),
+            "whoami" => req.text(&format!("pid {}", std::process::id())),
             "crash" => crash(),
             "junk" => self.junk(req, args).await,
             "notify" => self.notify(req, args).await,
@@ -464,6 +465,12 @@ pub(super) fn tools_list() -> &'static RawValue {
                     "level": { "type": "string", "enum": levels },
                     "message": { "type": "string" },
                 }, "required": ["level", "message"] },
+            },
+            {
+                "name": "whoami",
+                "description": "Name the demo server's process id (which child of a pool answered).",
+                "inputSchema": no_args,
+                "annotations": { "readOnlyHint": true, "openWorldHint": false },
             },
         ]});
         serde_json::value::to_raw_value(&tools).unwrap_or_default()

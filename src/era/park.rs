@@ -30,11 +30,19 @@ use crate::jsonrpc::{self, code};
 /// A call that can be told it is parked for its caller's input.
 pub trait Hold {
     fn set_parked(&mut self, parked: bool);
+    /// Where the caller's answers go when not to the upstream the call was made on (a pool's
+    /// child; see [`crate::call::CallHandle::replies_to`]).
+    fn answered_via(&self) -> Option<crate::call::SharedUpstream> {
+        None
+    }
 }
 
 impl Hold for crate::call::CallHandle {
     fn set_parked(&mut self, parked: bool) {
         crate::call::CallHandle::set_parked(self, parked);
+    }
+    fn answered_via(&self) -> Option<crate::call::SharedUpstream> {
+        crate::call::CallHandle::via(self).cloned()
     }
 }
 
@@ -162,6 +170,8 @@ pub struct Retry<'a> {
 /// (`Upstream::send_response`) before anything else, and what comes next.
 pub struct Resumed<H> {
     pub to_upstream: Vec<Bytes>,
+    /// Where `to_upstream` goes when not to the upstream the call was made on.
+    pub via: Option<crate::call::SharedUpstream>,
     pub next: Next<H>,
 }
 
@@ -179,6 +189,7 @@ pub enum Next<H> {
 pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
     let refused = |msg: String| Resumed {
         to_upstream: Vec::new(),
+        via: None,
         next: Next::Refused(msg),
     };
     let claims = match r.signer.verify(r.state, r.principal, r.method, r.digest) {
@@ -197,6 +208,7 @@ pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
         return refused("cannot resume: requestState is from an earlier round".into());
     }
     let answers = r.answers.and_then(crate::jsonrpc::Fields::parse);
+    let via = parked.handle.answered_via();
     let mut to_upstream = Vec::new();
     let mut still = Vec::new();
     for (key, id, method, params) in parked.waiting.drain(..) {
@@ -213,7 +225,11 @@ pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
             round: parked.round,
             park_id: claims.park,
         };
-        return Resumed { to_upstream, next };
+        return Resumed {
+            to_upstream,
+            via,
+            next,
+        };
     }
     // Some answers are missing: ask again for those (a new round, same parked call).
     let round = parked.round + 1;
@@ -228,7 +244,11 @@ pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
         Ok(()) => Next::Again(body),
         Err(_) => Next::Refused("cannot resume: too many calls waiting for input".into()),
     };
-    Resumed { to_upstream, next }
+    Resumed {
+        to_upstream,
+        via,
+        next,
+    }
 }
 
 /// `{"resultType":"input_required","inputRequests":{...},"requestState":"..."}`

@@ -372,8 +372,9 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         ttl: app.cfg.park_timeout,
     };
     let resumed = park::resume(&app.parked, &retry);
+    let via = resumed.via.as_ref().unwrap_or(&app.upstream);
     for frame in resumed.to_upstream {
-        if let Err(e) = app.upstream.send_response(frame) {
+        if let Err(e) = via.send_response(frame) {
             tracing::warn!("could not hand an input response to the upstream: {e}");
         }
     }

@@ -428,12 +428,13 @@ impl Responder {
             ttl: m.ttl,
         };
         let handle = h.take()?;
+        let via = handle.replies_to(&m.upstream).clone();
         let p = crate::era::park::park(&m.store, &site, handle, asked);
         for _ in 0..p.undeclared {
             self.metrics.dropped("undeclared_capability");
         }
         for f in p.refusals {
-            let _ = m.upstream.send_response(f);
+            let _ = via.send_response(f);
         }
         let body = match p.answer {
             Ok(body) => body,

@@ -78,8 +78,9 @@ impl App {
         tracker: TaskTracker,
     ) -> Result<Arc<App>, String> {
         let launched = crate::upstream::launch(name, upstream, &metrics, &children, &tracker)?;
+        // A pool pins each 2025 session to one child; `isolation = session` gives it its own.
         let spawn_for_session = match (cfg.isolation_session, launched.spawn_for_session) {
-            (false, _) => None,
+            (false, _) => launched.pin_for_session,
             (true, Some(s)) => Some(s),
             (true, None) => {
                 return Err(

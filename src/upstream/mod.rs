@@ -11,6 +11,7 @@ use crate::metrics::Metrics;
 
 pub mod child;
 pub mod observe;
+pub mod pool;
 pub mod remote;
 pub mod remote_upstream;
 
@@ -42,6 +43,8 @@ pub struct Launched {
     pub shared: SharedUpstream,
     /// Set for child processes: how to start one more for a single session.
     pub spawn_for_session: Option<SessionSpawner>,
+    /// Set for a pool: how a 2025 session gets the one child it stays on.
+    pub pin_for_session: Option<SessionSpawner>,
 }
 
 /// Start the upstream `spec` describes for server `name` on `tracker`; it stops when `stop`
@@ -54,10 +57,26 @@ pub fn launch(
     tracker: &TaskTracker,
 ) -> Result<Launched, String> {
     match spec {
+        UpstreamSpec::Child(cfg) if cfg.pool.is_pool() => {
+            let pool = pool::ChildPool::start(
+                cfg.clone(),
+                cfg.pool,
+                metrics.clone(),
+                stop.child_token(),
+                tracker,
+            );
+            let pins = pool.clone();
+            let pin: SessionSpawner = Arc::new(move |_session: Arc<str>| pins.pin());
+            Ok(Launched {
+                shared: pool,
+                spawn_for_session: None,
+                pin_for_session: Some(pin),
+            })
+        }
         UpstreamSpec::Child(cfg) => {
             let shared = child::ChildUpstream::spawn(
                 cfg.clone(),
-                None,
+                child::Role::Shared,
                 metrics.clone(),
                 stop.child_token(),
                 tracker,
@@ -66,7 +85,7 @@ pub fn launch(
             let spawn: SessionSpawner = Arc::new(move |session: Arc<str>| {
                 let u = child::ChildUpstream::spawn(
                     cfg.clone(),
-                    Some(session),
+                    child::Role::Session(session),
                     metrics.clone(),
                     stop.child_token(),
                     &tracker,
@@ -76,6 +95,7 @@ pub fn launch(
             Ok(Launched {
                 shared: Arc::new(shared),
                 spawn_for_session: Some(spawn),
+                pin_for_session: None,
             })
         }
         UpstreamSpec::Remote(cfg) => {
@@ -83,6 +103,7 @@ pub fn launch(
             Ok(Launched {
                 shared,
                 spawn_for_session: None,
+                pin_for_session: None,
             })
         }
     }

@@ -2,7 +2,7 @@
 //! `mcp-bridge` through `Bridge::builder()` (bridge.rs: spawn, address from the log, stderr,
 //! stop on drop) and talks to it with the pieces here: MCP over HTTP in both eras (http.rs),
 //! a stdio host driving `connect` (stdio.rs), metrics (metrics.rs), auth fixtures (auth.rs),
-//! config-file daemons (daemon.rs), /proc facts (procs.rs), the collected log (log.rs) and
+//! config-file daemons (daemon.rs), elicitation in both eras (elicit.rs), /proc facts (procs.rs), the collected log (log.rs) and
 //! the soak's workload and report (soak.rs, soak_report.rs).
 //!
 //! Modules are private and re-exported flat, so a test says `mod support; use support::*;`
@@ -14,6 +14,7 @@
 mod auth;
 mod bridge;
 mod daemon;
+mod elicit;
 mod http;
 mod log;
 mod metrics;
@@ -25,6 +26,7 @@ mod stdio;
 pub use self::auth::*;
 pub use self::bridge::*;
 pub use self::daemon::*;
+pub use self::elicit::*;
 pub use self::http::*;
 pub use self::log::*;
 pub use self::metrics::*;

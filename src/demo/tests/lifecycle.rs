@@ -38,7 +38,8 @@ async fn legacy_initialize_list_and_echo() {
             "crash",
             "junk",
             "notify",
-            "log"
+            "log",
+            "whoami"
         ]
     );
     for t in tools {

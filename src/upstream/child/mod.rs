@@ -61,6 +61,8 @@ pub struct ChildConfig {
     pub term_grace: Duration,
     /// Restart backoff ceiling.
     pub max_backoff: Duration,
+    /// How many children run it (one unless a pool is configured: `upstream::pool`).
+    pub pool: super::pool::PoolSize,
 }
 
 /// Where the supervised child is in its life.
@@ -71,10 +73,23 @@ enum State {
     Stopped,
 }
 
+/// Whom a supervised child serves.
+#[derive(Debug, Clone)]
+pub enum Role {
+    /// Every caller of its server (the one child of a pool of one).
+    Shared,
+    /// One 2025 session (`--isolation session`): the addressee of requests no call claims.
+    Session(Arc<str>),
+    /// One child of a pool (`upstream::pool`), which reports `upstream_up` for them all.
+    PoolMember,
+}
+
 /// What every task of one supervised child shares, across restarts.
 struct Inner {
     cfg: ChildConfig,
     owner_session: Option<Arc<str>>,
+    /// Does this child's readiness set `upstream_up` (only a child its server has alone)?
+    reports_up: bool,
     state: watch::Sender<State>,
     events: broadcast::Sender<UpstreamEvent>,
     /// The next call id: never reused, also across restarts.
@@ -93,7 +108,7 @@ impl ChildUpstream {
     /// Start supervising a child. It is spawned at once; calls wait until it is ready.
     pub fn spawn(
         cfg: ChildConfig,
-        owner_session: Option<Arc<str>>,
+        role: Role,
         metrics: Arc<Metrics>,
         shutdown: CancellationToken,
         tracker: &tokio_util::task::TaskTracker,
@@ -101,9 +116,15 @@ impl ChildUpstream {
         let (state, _) = watch::channel(State::Starting);
         let (events, _) = broadcast::channel(256);
         metrics.register_server(&cfg.name);
+        let (owner_session, reports_up) = match role {
+            Role::Shared => (None, true),
+            Role::Session(s) => (Some(s), false),
+            Role::PoolMember => (None, false),
+        };
         let inner = Arc::new(Inner {
             cfg,
             owner_session,
+            reports_up,
             state,
             events,
             next_id: AtomicU64::new(1),
@@ -158,6 +179,50 @@ impl ChildUpstream {
 
     pub fn is_ready(&self) -> bool {
         matches!(&*self.inner.state.borrow(), State::Ready(_))
+    }
+
+    /// Is it stopped for good (its shutdown token was cancelled and the supervisor ended)?
+    pub fn is_stopped(&self) -> bool {
+        matches!(&*self.inner.state.borrow(), State::Stopped)
+    }
+
+    /// Calls in flight in the running process (0 while it is not ready): a pool's load.
+    pub fn load(&self) -> usize {
+        match &*self.inner.state.borrow() {
+            State::Ready(p) => mux::lock(&p.pending).len(),
+            _ => 0,
+        }
+    }
+
+    /// Start `call` on the running process without waiting: `Unavailable` while it is not
+    /// ready, `AttributionBusy` while another caller's call that may be asked runs (a pool
+    /// then tries another child).
+    pub fn try_call(&self, call: &Call) -> Result<CallHandle, BridgeError> {
+        let proc = match &*self.inner.state.borrow() {
+            State::Ready(p) => p.clone(),
+            _ => {
+                return Err(BridgeError::Unavailable(
+                    "the child process is not ready".into(),
+                ))
+            }
+        };
+        let era = proc.info().map(|i| i.era).unwrap_or(Era::Legacy);
+        self.start_on(&proc, era, call, false)
+    }
+
+    /// Notified when a call that may be asked ends or is parked in the running process.
+    pub fn slot_freed(&self) -> Option<Arc<tokio::sync::Notify>> {
+        match &*self.inner.state.borrow() {
+            State::Ready(p) => Some(p.slot_freed.clone()),
+            _ => None,
+        }
+    }
+
+    /// Set `upstream_up` when this child is the one its server reports by.
+    fn set_up(&self, up: bool) {
+        if self.inner.reports_up {
+            self.inner.metrics.set_up(&self.inner.cfg.name, up);
+        }
     }
 
     /// What the probe learned, once ready.

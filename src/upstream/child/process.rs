@@ -60,7 +60,7 @@ impl ChildUpstream {
                 Ok(false) => {}
                 Err(e) => warn!(server = %name, "child failed to start: {e}"),
             }
-            self.inner.metrics.set_up(&name, false);
+            self.set_up(false);
             let _ = self.inner.events.send(UpstreamEvent::Restarted);
             self.inner.metrics.child_restarted(&name);
             if started.elapsed() > Duration::from_secs(30) {
@@ -73,7 +73,7 @@ impl ChildUpstream {
             }
             backoff = (backoff * 2).min(self.inner.cfg.max_backoff);
         }
-        self.inner.metrics.set_up(&name, false);
+        self.set_up(false);
         self.inner.state.send_replace(State::Stopped);
     }
 
@@ -159,7 +159,7 @@ impl ChildUpstream {
         let n = self.refresh_tools(&proc, info.era).await;
         debug!(server = %cfg.name, tools = n, "tool list read");
         self.inner.state.send_replace(State::Ready(proc.clone()));
-        self.inner.metrics.set_up(&cfg.name, true);
+        self.set_up(true);
 
         let stopped = tokio::select! {
             st = child.wait() => {
