@@ -205,3 +205,31 @@ async fn connect_cancels_an_abandoned_park_at_the_remote_at_its_timeout() {
         );
     }
 }
+
+/// The host cancels a request that was answered `input_required`: connect releases the parked
+/// call at once (long before `--park-timeout`) and the remote's child is told, with the
+/// host's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_releases_a_park_the_host_cancels() {
+    let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let mut h = Host::start(&serve.url, &["--protocol", "2025-11-25"]);
+    let params = json!({"name": "elicit", "arguments": {"message": "who?"},
+        "_meta": {META_PV: MODERN, META_CAPS: {"elicitation": {}}}});
+    h.request(json!("e1"), "tools/call", params);
+    let r = h.response(&json!("e1"), T);
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    assert_eq!(serve.log.count("demo: cancelled id="), 0);
+    h.notify(
+        "notifications/cancelled",
+        json!({"requestId": "e1", "reason": "closed"}),
+    );
+    let Some(line) = serve.log.wait_for("demo: cancelled id=", T).await else {
+        panic!(
+            "the remote's child was not told; serve's log:\n{}\nconnect's log:\n{}",
+            serve.log.dump(),
+            h.log.dump()
+        );
+    };
+    assert!(line.contains("reason=client cancelled"), "{line}");
+    h.log.expect("parked for its input: released", T).await;
+}

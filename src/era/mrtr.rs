@@ -457,6 +457,10 @@ impl<H> ParkStore<H> {
     pub fn take(&self, id: u64) -> Option<Parked<H>> {
         self.lock().remove(&id)
     }
+    /// Is a call parked under `id`?
+    pub fn contains(&self, id: u64) -> bool {
+        self.lock().contains_key(&id)
+    }
     /// Remove and return every parked call whose time is up.
     pub fn take_expired(&self) -> Vec<Parked<H>> {
         let now = Instant::now();

@@ -72,6 +72,8 @@ pub struct Parking<H> {
     pub refusals: Vec<Bytes>,
     /// How many of those were for a capability the request did not declare.
     pub undeclared: usize,
+    /// The parked call's id in the store, when it was parked.
+    pub parked_as: Option<u64>,
 }
 
 /// Park `handle` for the requests in `asked` (see the module comment).
@@ -106,6 +108,7 @@ pub fn park<H: Hold>(
             answer: Err(handle),
             refusals,
             undeclared,
+            parked_as: None,
         };
     }
     let park_id = site.park_id.unwrap_or_else(|| store.next_id());
@@ -146,10 +149,12 @@ pub fn park<H: Hold>(
             Err(handle)
         }
     };
+    let parked_as = answer.is_ok().then_some(park_id);
     Parking {
         answer,
         refusals,
         undeclared,
+        parked_as,
     }
 }
 
@@ -172,6 +177,8 @@ pub struct Resumed<H> {
     pub to_upstream: Vec<Bytes>,
     /// Where `to_upstream` goes when not to the upstream the call was made on.
     pub via: Option<crate::call::SharedUpstream>,
+    /// The parked call the retry named, when it resumed one (still parked after `Again`).
+    pub park_id: Option<u64>,
     pub next: Next<H>,
 }
 
@@ -190,6 +197,7 @@ pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
     let refused = |msg: String| Resumed {
         to_upstream: Vec::new(),
         via: None,
+        park_id: None,
         next: Next::Refused(msg),
     };
     let claims = match r.signer.verify(r.state, r.principal, r.method, r.digest) {
@@ -228,6 +236,7 @@ pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
         return Resumed {
             to_upstream,
             via,
+            park_id: Some(claims.park),
             next,
         };
     }
@@ -247,6 +256,7 @@ pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
     Resumed {
         to_upstream,
         via,
+        park_id: Some(claims.park),
         next,
     }
 }

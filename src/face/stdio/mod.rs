@@ -203,6 +203,9 @@ struct Face {
     input_waits: Mutex<HashMap<String, oneshot::Sender<HostAnswer>>>,
     signer: StateSigner,
     parked: ParkStore<CallHandle>,
+    /// The host's id of a request answered `input_required` → its parked call, so that the
+    /// host's `notifications/cancelled` for it releases the park (at most `MAX_PARKED` live).
+    parked_requests: Mutex<HashMap<String, u64>>,
     /// How long a parked call waits for the host's retry (`--park-timeout`).
     park_ttl: Duration,
     tracker: TaskTracker,
@@ -299,6 +302,7 @@ impl Face {
             input_waits: Mutex::new(HashMap::new()),
             signer: StateSigner::new(),
             parked: ParkStore::new(MAX_PARKED),
+            parked_requests: Mutex::new(HashMap::new()),
             park_ttl,
             tracker: TaskTracker::new(),
             obs,
@@ -600,12 +604,16 @@ impl Face {
                 else {
                     return;
                 };
-                match lock(&self.inflight).remove(&rid) {
+                let running = lock(&self.inflight).remove(&rid);
+                match running {
                     Some(c) => {
                         info!("the host cancelled request {rid}");
                         // Counted where the cancellation lands (the call's handle, or the
                         // face when no call is pending).
                         c.stop.cancel("client cancelled");
+                    }
+                    None if self.release_park(&rid) => {
+                        info!("the host cancelled request {rid}, parked for its input: released");
                     }
                     None => debug!("cancellation for unknown request {rid} ignored"),
                 }

@@ -145,7 +145,7 @@ impl Face {
                     params,
                 }) if park.is_some() => {
                     let Some(p) = park.as_ref() else { continue };
-                    match self.try_park(r, p, who, (rid, method, params)).await {
+                    match self.try_park(id, r, p, who, (rid, method, params)).await {
                         Ok(o) => return Some(o),
                         Err(back) => r = back,
                     }
@@ -160,10 +160,11 @@ impl Face {
         Some(outcome)
     }
 
-    /// A 2025 remote asked a 2026 host's call for input: park the call and answer the host
-    /// `input_required` (Err gives the call back when nothing could be asked).
+    /// A 2025 remote asked a 2026 host's call (its request `id`) for input: park the call and
+    /// answer the host `input_required` (Err gives the call back when nothing could be asked).
     pub(super) async fn try_park(
         self: &Arc<Self>,
+        id: &str,
         mut r: CallHandle,
         p: &ParkCtx,
         who: &Who,
@@ -186,6 +187,7 @@ impl Face {
             park_id: p.park_id,
             ttl: self.park_ttl,
         };
+        let via = r.replies_to(&self.up).clone();
         let parking = park::park(&self.parked, &site, r, asked);
         if parking.undeclared > 0 {
             info!(
@@ -194,13 +196,43 @@ impl Face {
             );
         }
         for f in parking.refusals {
-            if let Err(e) = self.up.send_response(f) {
+            if let Err(e) = via.send_response(f) {
                 debug!("a refusal for the upstream was not delivered: {e}");
             }
         }
         let body = parking.answer?;
         debug!("{} parked (round {})", p.method, p.round + 1);
+        if let Some(park_id) = parking.parked_as {
+            self.remember_park(id, park_id);
+        }
         Ok(Outcome::Result(jsonrpc::raw(&body)))
+    }
+
+    /// The host's request `id` was answered `input_required` for parked call `park_id`.
+    fn remember_park(&self, id: &str, park_id: u64) {
+        let mut g = lock(&self.parked_requests);
+        if g.len() >= super::MAX_PARKED {
+            // Forget requests whose call is no longer parked (resumed or expired).
+            g.retain(|_, p| self.parked.contains(*p));
+        }
+        if g.len() < super::MAX_PARKED {
+            g.insert(id.to_owned(), park_id);
+        }
+    }
+
+    /// The host cancelled request `id`: if it was answered `input_required` and its call is
+    /// still parked, cancel that call at the remote (counted as the host's cancellation).
+    pub(super) fn release_park(&self, id: &str) -> bool {
+        let Some(park_id) = lock(&self.parked_requests).remove(id) else {
+            return false;
+        };
+        match self.parked.take(park_id) {
+            Some(mut p) => {
+                p.handle.set_cancel_reason("client cancelled");
+                true
+            }
+            None => false,
+        }
     }
 
     /// A 2026 host retries a parked call: its answers go to the remote under the remote's
@@ -227,14 +259,21 @@ impl Face {
             ttl: self.park_ttl,
         };
         let resumed = park::resume(&self.parked, &retry);
+        let via = resumed.via.as_ref().unwrap_or(&self.up);
         for frame in resumed.to_upstream {
-            if let Err(e) = self.up.send_response(frame) {
+            if let Err(e) = via.send_response(frame) {
                 debug!("an answer for the upstream was not delivered: {e}");
             }
         }
         match resumed.next {
             park::Next::Refused(msg) => Some(refused(code::INVALID_PARAMS, &msg)),
-            park::Next::Again(body) => Some(Outcome::Result(jsonrpc::raw(&body))),
+            park::Next::Again(body) => {
+                // The retry was answered `input_required` too: the host may cancel it by its id.
+                if let Some(park_id) = resumed.park_id {
+                    self.remember_park(id, park_id);
+                }
+                Some(Outcome::Result(jsonrpc::raw(&body)))
+            }
             park::Next::Go {
                 handle,
                 round,
