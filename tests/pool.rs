@@ -100,30 +100,30 @@ async fn a_busy_pool_grows_and_an_idle_one_shrinks() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     assert!(alive(other));
-    assert_eq!(
-        gauge_reaches(&m, "mcp_bridge_pool_children", 2.0).await,
-        2.0
-    );
+    // Two at least (a third may start while both are busy: the pool's max is 3).
+    let grown = metric_sum(&m.scrape().await, "mcp_bridge_pool_children", &[]);
+    assert!((2.0..=3.0).contains(&grown), "{grown}");
     let r = slow.await.unwrap();
     assert_eq!(r.status, 200, "{r:?}");
 
-    // Idle for a second: back to one child, the extra process stopped.
+    // Idle for a second: back to one child, every other process stopped.
     assert_eq!(
         gauge_reaches(&m, "mcp_bridge_pool_children", 1.0).await,
         1.0,
         "log:\n{}",
         b.log.dump()
     );
+    let left = whoami_2026(&c, &b.url, 4).await;
+    assert!(alive(left));
     let until = Instant::now() + T;
-    while alive(first) && alive(other) && Instant::now() < until {
+    let gone = |p: u32| p == left || !alive(p);
+    while !(gone(first) && gone(other)) && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert!(
-        alive(first) != alive(other),
-        "one of the two children should be gone"
+        gone(first) && gone(other),
+        "a stopped child's process is still there"
     );
-    let left = whoami_2026(&c, &b.url, 4).await;
-    assert!(alive(left) && (left == first || left == other));
 }
 
 /// Each 2025 session stays on one child; a second session gets a child of its own.

@@ -3,7 +3,8 @@
 //! lone child is (`upstream::child`: restart with backoff, stop ladder, process group).
 //!
 //! Placement, in one place for both eras:
-//! - a call goes to the least-loaded ready child that will take it: a 2025 child refuses a call
+//! - a call goes to the least-loaded ready child that will take it (equals take turns, so that
+//!   calls one after another are spread too): a 2025 child refuses a call
 //!   whose caller may be asked while another caller's such call runs (`AttributionBusy`, see
 //!   `child::mux`), so such a call lands on a child with no other — starting one while the pool
 //!   has room, else waiting (bounded by `attribution_wait`, counted in `calls_queued`);
@@ -118,6 +119,8 @@ pub struct ChildPool {
     cfg: ChildConfig,
     size: PoolSize,
     members: Mutex<Vec<Arc<Member>>>,
+    /// Turns among equally loaded children, so that calls one after another take turns.
+    turn: AtomicUsize,
     /// What every child sends that belongs to no call, merged.
     events: broadcast::Sender<UpstreamEvent>,
     metrics: Arc<Metrics>,
@@ -150,6 +153,7 @@ impl ChildPool {
             cfg,
             size,
             members: Mutex::new(Vec::new()),
+            turn: AtomicUsize::new(0),
             events,
             metrics,
             stop,
@@ -217,6 +221,11 @@ impl ChildPool {
     fn place(&self, call: &Call) -> Placed {
         let mut g = self.lock();
         let mut ready: Vec<&Arc<Member>> = g.iter().filter(|m| m.up.is_ready()).collect();
+        if !ready.is_empty() {
+            // Least loaded first; among equals, the next in turn (the sort is stable).
+            let turn = self.turn.fetch_add(1, Ordering::Relaxed) % ready.len();
+            ready.rotate_left(turn);
+        }
         ready.sort_by_key(|m| m.up.load());
         let mut busy = Vec::new();
         let mut failed = None;
