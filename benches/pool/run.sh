@@ -25,8 +25,11 @@ for size in ${POOL_SIZES:-1 2 4}; do
     sleep 0.1
   done
   echo "== pool of $size: $CALLS concurrent calls of spin(n=$N)"
-  hyperfine --style basic --warmup 1 --runs "$RUNS" \
+  json=$(mktemp)
+  hyperfine --style basic --warmup 1 --runs "$RUNS" --export-json "$json" \
     "bash benches/pool/burst.sh $port $CALLS $N"
+  python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["results"][0]; print("median %.3f s (min %.3f, max %.3f, %d runs)" % (r["median"], r["min"], r["max"], len(r["times"])))' "$json"
+  rm -f "$json"
   kill "$pid"; wait "$pid" 2>/dev/null || true
   rm -f "$log"
 done
