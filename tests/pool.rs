@@ -47,6 +47,16 @@ async fn gauge_reaches(m: &Scraper, series: &str, want: f64) -> f64 {
     }
 }
 
+/// `serve --demo <args> --metrics-listen 127.0.0.1:0`, ready, with its scraper.
+async fn pool_bridge(args: &[&str]) -> (Bridge, Scraper) {
+    let mut all = args.to_vec();
+    all.extend_from_slice(&["--metrics-listen", "127.0.0.1:0"]);
+    let b = Bridge::demo(&all).await;
+    b.wait_ready(T).await;
+    let m = Scraper::of(&b).await;
+    (b, m)
+}
+
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
@@ -56,17 +66,7 @@ fn alive(pid: u32) -> bool {
 /// extra child's process is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_pool_grows_and_an_idle_one_shrinks() {
-    let b = Bridge::demo(&[
-        "--pool-max",
-        "3",
-        "--pool-idle",
-        "1s",
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ])
-    .await;
-    b.wait_ready(T).await;
-    let m = Scraper::of(&b).await;
+    let (b, m) = pool_bridge(&["--pool-max", "3", "--pool-idle", "1s"]).await;
     let c = client();
     assert_eq!(
         gauge_reaches(&m, "mcp_bridge_pool_children", 1.0).await,
@@ -163,17 +163,7 @@ async fn a_2025_session_stays_on_one_child() {
 /// 2025 children each is asked at once (no call queued) and gets its own answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_sessions_eliciting_at_once_each_have_a_child() {
-    let b = Bridge::demo(&[
-        "--demo-era",
-        "legacy",
-        "--pool-max",
-        "2",
-        "--metrics-listen",
-        "127.0.0.1:0",
-    ])
-    .await;
-    b.wait_ready(T).await;
-    let m = Scraper::of(&b).await;
+    let (b, m) = pool_bridge(&["--demo-era", "legacy", "--pool-max", "2"]).await;
     let c = client();
     let (a, bb) = (
         elicit_session(&c, &b.url).await,
@@ -217,9 +207,7 @@ async fn parked_calls_on_two_children_resume_on_their_own() {
 /// `/readyz` says ready only once `--pool-min` children are; a scrape shows them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_at_pool_min() {
-    let b = Bridge::demo(&["--pool-min", "3", "--metrics-listen", "127.0.0.1:0"]).await;
-    b.wait_ready(T).await;
-    let m = Scraper::of(&b).await;
+    let (b, m) = pool_bridge(&["--pool-min", "3"]).await;
     let text = m.scrape().await;
     assert_eq!(metric_sum(&text, "mcp_bridge_pool_children", &[]), 3.0);
     // The gauge follows the children within a tick of the pool's task.
