@@ -121,6 +121,9 @@ pub struct ChildPool {
     members: Mutex<Vec<Arc<Member>>>,
     /// Turns among equally loaded children, so that calls one after another take turns.
     turn: AtomicUsize,
+    /// The lowest log level a caller asked of the pool: set on each child before a call is
+    /// placed there, so that a child started later logs as low as the others.
+    log_floor: Mutex<Option<&'static str>>,
     /// What every child sends that belongs to no call, merged.
     events: broadcast::Sender<UpstreamEvent>,
     metrics: Arc<Metrics>,
@@ -154,6 +157,7 @@ impl ChildPool {
             size,
             members: Mutex::new(Vec::new()),
             turn: AtomicUsize::new(0),
+            log_floor: Mutex::new(None),
             events,
             metrics,
             stop,
@@ -229,7 +233,12 @@ impl ChildPool {
         ready.sort_by_key(|m| m.up.load());
         let mut busy = Vec::new();
         let mut failed = None;
+        let floor = self.log_floor.lock().ok().and_then(|f| *f);
         for m in &ready {
+            if let Some(level) = floor {
+                // Written to the child's stdin before the call, if it lowers its level.
+                m.up.ensure_log_level(level);
+            }
             // A slot freed between this try and the wait is seen at the wait's next tick.
             let freed = m.up.slot_freed();
             match m.up.try_call(call) {
@@ -433,6 +442,17 @@ impl Upstream for ChildPool {
             .unwrap_or_default()
     }
     fn ensure_log_level(&self, level: &'static str) -> BoxFuture<'_, ()> {
+        let Some((level, rank)) = crate::protocol::log_level(level) else {
+            return Box::pin(async {});
+        };
+        if let Ok(mut f) = self.log_floor.lock() {
+            let lower = f
+                .and_then(crate::protocol::log_level)
+                .is_none_or(|(_, now)| rank < now);
+            if lower {
+                *f = Some(level);
+            }
+        }
         for m in self.ready_members() {
             m.up.ensure_log_level(level);
         }
