@@ -89,49 +89,85 @@ pub async fn drive(
             Err(o) => return Some(o),
         };
         let outcome = face.follow(h).await?;
-        let Outcome::Result(res) = &outcome else {
-            return Some(outcome);
+        let res = match outcome {
+            Outcome::Result(res) if is_input_required(&res) => res,
+            o => return Some(o),
         };
-        let Some(f) = Fields::parse(res) else {
-            return Some(outcome);
-        };
-        if f.get("resultType").map(RawValue::get) != Some("\"input_required\"") {
-            return Some(outcome);
-        }
         if round == MAX_ROUNDS {
             return Some(failed(
                 code::INTERNAL_ERROR,
                 format!("the server asked for input more than {MAX_ROUNDS} times; giving up"),
             ));
         }
-        let answers = match f.get("inputRequests") {
-            Some(reqs) => match ask(face, reqs).await? {
-                Ok(a) => a,
-                Err(o) => return Some(o),
-            },
-            None => Answers::new(),
+        // Boxed: a round's state (its requests, answers, the parsed result) is allocated
+        // only for a call that gets here, not carried in every call's future for as long as
+        // it runs (most calls never ask for input).
+        next = match Box::pin(next_round(face, &res, params)).await? {
+            Ok(p) => Some(p),
+            Err(o) => return Some(o),
         };
-        // Retry: the original params + inputResponses + the exact requestState, a new id.
-        // Parsed here, not kept parsed for the whole call: most calls never get here, and a
-        // parsed tree costs ~2 KB per call for as long as it runs.
-        let mut p: Value = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        if let Some(o) = p.as_object_mut() {
-            if !answers.is_empty() {
-                o.insert("inputResponses".into(), Value::Object(answers));
-            }
-            let state = f.get("requestState");
-            if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
-                o.insert("requestState".into(), st);
-            }
-        }
-        next = Some(jsonrpc::raw(&p.to_string()));
     }
     None
 }
 
+/// Is this result an `input_required` one?
+fn is_input_required(res: &RawValue) -> bool {
+    Fields::parse(res).and_then(|f| f.get("resultType").map(RawValue::get))
+        == Some("\"input_required\"")
+}
+
+/// One `input_required` round: ask the caller, then build the retry's params (the original
+/// params + `inputResponses` + the exact `requestState`). None: no answer is owed;
+/// Some(Err): answer the call with this outcome.
+async fn next_round(
+    face: &dyn RoundsFace,
+    res: &RawValue,
+    params: Option<&RawValue>,
+) -> Option<Result<Box<RawValue>, Outcome>> {
+    let Some(f) = Fields::parse(res) else {
+        return Some(Err(Outcome::Result(res.to_owned())));
+    };
+    let answers = match f.get("inputRequests") {
+        Some(reqs) => match ask(face, reqs).await? {
+            Ok(a) => a,
+            Err(o) => return Some(Err(o)),
+        },
+        None => Answers::new(),
+    };
+    // Parsed here, not kept parsed for the whole call: most calls never get here, and a
+    // parsed tree costs ~2 KB per call for as long as it runs.
+    let mut p: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let Some(o) = p.as_object_mut() {
+        if !answers.is_empty() {
+            o.insert("inputResponses".into(), Value::Object(answers));
+        }
+        let state = f.get("requestState");
+        if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
+            o.insert("requestState".into(), st);
+        }
+    }
+    Some(Ok(jsonrpc::raw(&p.to_string())))
+}
+
 type Answers = serde_json::Map<String, Value>;
+
+/// The ids of one round's requests to the caller: forgotten (`RoundsFace::forget_answer`)
+/// when the round ends, however it ends — also when the call's future is dropped mid-round
+/// (an HTTP client hung up), so that no expected answer outlives its call.
+struct Expected<'f> {
+    face: &'f dyn RoundsFace,
+    ids: Vec<String>,
+}
+
+impl Drop for Expected<'_> {
+    fn drop(&mut self) {
+        for id in &self.ids {
+            self.face.forget_answer(id);
+        }
+    }
+}
 
 /// Ask the caller every input request of one round and collect the answers by key. None: no
 /// answer is owed; Some(Err): answer the call with this outcome.
@@ -157,31 +193,30 @@ async fn ask(face: &dyn RoundsFace, reqs: &RawValue) -> Option<Result<Answers, O
             ),
         );
     }
-    let mut waits: Vec<(String, String, oneshot::Receiver<Answer>)> = Vec::new();
+    let mut expected = Expected {
+        face,
+        ids: Vec::with_capacity(reqs.len()),
+    };
+    let mut waits: Vec<(String, oneshot::Receiver<Answer>)> = Vec::with_capacity(reqs.len());
     for r in &reqs {
         let id = mint_request_id();
         let rx = face.expect_answer(&id);
+        expected.ids.push(id.clone());
         let params = r.legacy_params();
         let frame = jsonrpc::request(&id, &r.method, params.as_deref().map(RawValue::get));
         tracing::debug!("asking the client {} as {id}", r.method);
         if !face.send_request(frame).await {
-            face.forget_answer(&id);
-            for (_, id, _) in &waits {
-                face.forget_answer(id);
-            }
             return None;
         }
-        waits.push((r.key.to_string(), id, rx));
+        waits.push((r.key.to_string(), rx));
     }
     let mut answers = Answers::new();
     let mut end = None;
-    for (key, id, rx) in waits {
+    for (key, rx) in waits {
         if end.is_some() {
-            face.forget_answer(&id);
-            continue;
+            break;
         }
         let got = face.wait_answer(rx).await;
-        face.forget_answer(&id);
         match got {
             Waited::Answer(Ok(v)) => {
                 answers.insert(key, serde_json::from_str(v.get()).unwrap_or(Value::Null));
