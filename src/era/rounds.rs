@@ -274,6 +274,10 @@ mod tests {
         /// The request frames sent to the caller.
         sent: Mutex<Vec<Value>>,
         waiting: Mutex<Vec<(String, oneshot::Sender<Answer>)>>,
+        /// Leave the requests unanswered (the caller never answers).
+        silent: bool,
+        /// The ids given to `forget_answer`.
+        forgotten: Mutex<Vec<String>>,
     }
 
     impl RoundsFace for Scripted {
@@ -298,11 +302,16 @@ mod tests {
             self.waiting.lock().unwrap().push((id.to_owned(), tx));
             rx
         }
-        fn forget_answer(&self, _: &str) {}
+        fn forget_answer(&self, id: &str) {
+            self.forgotten.lock().unwrap().push(id.to_owned());
+        }
         fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
             let v: Value = serde_json::from_slice(&frame).unwrap();
             let id = v["id"].to_string();
             self.sent.lock().unwrap().push(v);
+            if self.silent {
+                return Box::pin(async { true });
+            }
             let mut w = self.waiting.lock().unwrap();
             if let Some(i) = w.iter().position(|(k, _)| *k == id) {
                 let (_, tx) = w.remove(i);
@@ -388,5 +397,32 @@ mod tests {
         };
         assert!(e.to_string().contains("more than"), "{e}");
         assert_eq!(face.started.lock().unwrap().len(), MAX_ROUNDS as usize + 1);
+    }
+
+    #[test]
+    fn a_call_dropped_mid_round_forgets_the_answers_it_expected() {
+        use futures_util::FutureExt;
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{},"sampling":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS])),
+            silent: true,
+            ..Default::default()
+        };
+        let ctx = legacy_ctx();
+        let mut call = Box::pin(drive(&face, "tools/call", None, &ctx));
+        // Both requests go out, then the round waits for answers that never come.
+        assert!((&mut call).now_or_never().is_none());
+        let sent: Vec<String> = face
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].to_string())
+            .collect();
+        assert_eq!(sent.len(), 2);
+        assert!(face.forgotten.lock().unwrap().is_empty());
+        // The caller went away: the call's future is dropped mid-round.
+        drop(call);
+        assert_eq!(*face.forgotten.lock().unwrap(), sent);
     }
 }

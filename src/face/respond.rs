@@ -578,3 +578,21 @@ pub struct MrtrCtx {
 }
 
 pub use crate::metrics::GaugeGuard;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every open SSE stream keeps its response's header map for as long as it is open: the
+    /// map must be sized for what it holds, not grown to `HeaderMap`'s default 32 slots.
+    #[test]
+    fn sse_headers_are_sized_for_what_they_hold() {
+        let r = sse_response(empty());
+        let h = r.headers();
+        assert_eq!(h.len(), 3);
+        assert!(h.capacity() <= 4, "capacity {}", h.capacity());
+        assert_eq!(h[header::CONTENT_TYPE], "text/event-stream");
+        assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+        assert_eq!(h["x-accel-buffering"], "no");
+    }
+}
