@@ -319,7 +319,7 @@ impl Responder {
         // before the outcome is, so draining the queue first keeps their order.
         let first = tokio::select! {
             biased;
-            ev = h.events.recv(), if !h.events.is_closed() || !h.events.is_empty() => match ev {
+            ev = h.events.recv(), if !h.events.ended() => match ev {
                 Some(ev) => return Step::Event(Some(ev)),
                 None => None,
             },

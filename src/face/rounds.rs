@@ -218,7 +218,7 @@ impl Driver {
         loop {
             tokio::select! {
                 biased;
-                ev = h.events.recv(), if !h.events.is_closed() || !h.events.is_empty() => {
+                ev = h.events.recv(), if !h.events.ended() => {
                     if let Some(CallEvent::Notification { method, params }) = ev {
                         let params = params.map(|p| self.restore_token(&method, p));
                         let f = jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
