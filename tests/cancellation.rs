@@ -1,5 +1,6 @@
 //! Cancellation reaching the child under the child-side id: a 2026 client hanging up on its
-//! stream, and the bridge's own per-call timeout.
+//! stream, the bridge's own per-call timeout, and the end of a 2025 session whose client hung
+//! up on a call.
 
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
