@@ -10,9 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures_channel::mpsc;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, oneshot};
 
 use crate::error::BridgeError;
 use crate::protocol::Era;
@@ -89,46 +90,71 @@ pub enum Outcome {
     Failed(crate::error::BridgeError),
 }
 
-/// The sending side of a call's event queue. Events travel boxed: a bounded tokio channel
-/// allocates its first block of 32 slots with the channel, for every call, and 32 pointers
-/// (~0.3 KB) cost much less than 32 events (~1.8 KB) when most calls send one or none
-/// (benches/RESULTS.md, "2026-12-01 (b)").
-#[derive(Debug, Clone)]
-pub struct EventSender(mpsc::Sender<Box<CallEvent>>);
+/// The sending side of a call's event queue: `futures_channel`'s bounded mpsc, ~0.2 KB per
+/// call, where tokio's allocates cache-padded state and a first block of 32 slots (~0.9 KB)
+/// with every call (benches/RESULTS.md, "2026-12-01 (c)"). Its sends take `&mut`, hence the
+/// lock (never held across an await); an async send waits on a clone of its own, so that
+/// concurrent senders on one handle each get their wake-up.
+#[derive(Debug)]
+pub struct EventSender(std::sync::Mutex<mpsc::Sender<CallEvent>>);
+
+impl Clone for EventSender {
+    fn clone(&self) -> Self {
+        EventSender(std::sync::Mutex::new(self.sender().clone()))
+    }
+}
 
 /// The receiving side of a call's event queue (see [`EventSender`]).
 #[derive(Debug)]
-pub struct EventReceiver(mpsc::Receiver<Box<CallEvent>>);
+pub struct EventReceiver {
+    rx: mpsc::Receiver<CallEvent>,
+    /// Every sender is gone and every event was taken.
+    ended: bool,
+}
 
 /// A queue of `capacity` events.
 pub fn event_queue(capacity: usize) -> (EventSender, EventReceiver) {
-    let (tx, rx) = mpsc::channel(capacity);
-    (EventSender(tx), EventReceiver(rx))
+    // The channel holds its buffer plus one event per sender.
+    let (tx, rx) = mpsc::channel(capacity.saturating_sub(1));
+    (
+        EventSender(std::sync::Mutex::new(tx)),
+        EventReceiver { rx, ended: false },
+    )
 }
 
 impl EventSender {
+    fn sender(&self) -> std::sync::MutexGuard<'_, mpsc::Sender<CallEvent>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
     /// Queue `ev` unless the queue is full or closed; the event comes back then.
     pub fn try_send(&self, ev: CallEvent) -> Result<(), CallEvent> {
-        self.0.try_send(Box::new(ev)).map_err(|e| *e.into_inner())
+        self.sender().try_send(ev).map_err(|e| e.into_inner())
     }
     /// Queue `ev`, waiting for room; the event comes back when the queue is closed.
     pub async fn send(&self, ev: CallEvent) -> Result<(), CallEvent> {
-        self.0.send(Box::new(ev)).await.map_err(|e| *e.0)
+        let mut tx = self.sender().clone();
+        match futures_util::future::poll_fn(|cx| tx.poll_ready(cx)).await {
+            Ok(()) => tx.try_send(ev).map_err(|e| e.into_inner()),
+            Err(_) => Err(ev),
+        }
     }
 }
 
 impl EventReceiver {
+    /// The next event; None once every sender is gone and every event was taken.
     pub async fn recv(&mut self) -> Option<CallEvent> {
-        self.0.recv().await.map(|b| *b)
+        let ev = futures_util::StreamExt::next(&mut self.rx).await;
+        self.ended |= ev.is_none();
+        ev
     }
-    pub fn try_recv(&mut self) -> Result<CallEvent, mpsc::error::TryRecvError> {
-        self.0.try_recv().map(|b| *b)
+    pub fn try_recv(&mut self) -> Result<CallEvent, mpsc::TryRecvError> {
+        let r = self.rx.try_recv();
+        self.ended |= matches!(r, Err(mpsc::TryRecvError::Closed));
+        r
     }
-    pub fn is_closed(&self) -> bool {
-        self.0.is_closed()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+    /// Has the queue ended (`recv` said None)? Nothing more can come then.
+    pub fn ended(&self) -> bool {
+        self.ended
     }
 }
 

@@ -1,5 +1,6 @@
 //! Cancellation reaching the child under the child-side id: a 2026 client hanging up on its
-//! stream, and the bridge's own per-call timeout.
+//! stream, the bridge's own per-call timeout, and the end of a 2025 session whose client hung
+//! up on a call.
 
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -197,4 +198,42 @@ async fn hang_up_on_json_response_cancels_in_child() {
     let child_id = word_after(&line, STARTED).unwrap();
     let line = b.log.expect(CANCELLED, Duration::from_secs(15)).await;
     assert_eq!(word_after(&line, CANCELLED), Some(child_id));
+}
+
+/// A 2025 client's hang-up leaves its call running in the child (detached, cancellable by id
+/// until its deadline); the end of its session (DELETE) cancels it there. Both children: a
+/// 2026 one (the call runs in `input_required` rounds) and a 2025 one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_delete_cancels_a_hung_up_call_2025() {
+    for era in ["dual", "legacy"] {
+        let b = Bridge::demo(&["--demo-era", era]).await;
+        let c = client();
+        let s = Session::open(&c, &b.url).await;
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"seconds": 30, "steps": 0}}});
+        let send = c
+            .post(&s.url)
+            .headers(s.headers())
+            .body(body.to_string())
+            .send();
+        let log = b.log.clone();
+        let started = tokio::select! {
+            r = send => panic!("{era}: answered early: {r:?}"),
+            l = log.expect(STARTED, Duration::from_secs(10)) => l,
+        };
+        // The request future is gone: the client hung up. Give the bridge time to see it.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(
+            b.log.find(CANCELLED).is_none(),
+            "{era}: a hang-up cancelled"
+        );
+        let r = c.delete(&s.url).headers(s.headers()).send().await.unwrap();
+        assert_eq!(r.status(), 200, "{era}");
+        let line = b.log.expect(CANCELLED, Duration::from_secs(10)).await;
+        assert_eq!(
+            word_after(&line, CANCELLED),
+            word_after(&started, STARTED),
+            "{era}"
+        );
+    }
 }

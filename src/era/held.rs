@@ -248,7 +248,7 @@ impl HeldListen {
                                 self.reopen();
                                 continue;
                             }
-                            ev = call.events.recv(), if !call.events.is_closed() || !call.events.is_empty() => ev,
+                            ev = call.events.recv(), if !call.events.ended() => ev,
                             o = &mut call.outcome => {
                                 *ended = true;
                                 if self.on_outcome(o.ok()) {

@@ -89,49 +89,85 @@ pub async fn drive(
             Err(o) => return Some(o),
         };
         let outcome = face.follow(h).await?;
-        let Outcome::Result(res) = &outcome else {
-            return Some(outcome);
+        let res = match outcome {
+            Outcome::Result(res) if is_input_required(&res) => res,
+            o => return Some(o),
         };
-        let Some(f) = Fields::parse(res) else {
-            return Some(outcome);
-        };
-        if f.get("resultType").map(RawValue::get) != Some("\"input_required\"") {
-            return Some(outcome);
-        }
         if round == MAX_ROUNDS {
             return Some(failed(
                 code::INTERNAL_ERROR,
                 format!("the server asked for input more than {MAX_ROUNDS} times; giving up"),
             ));
         }
-        let answers = match f.get("inputRequests") {
-            Some(reqs) => match ask(face, reqs).await? {
-                Ok(a) => a,
-                Err(o) => return Some(o),
-            },
-            None => Answers::new(),
+        // Boxed: a round's state (its requests, answers, the parsed result) is allocated
+        // only for a call that gets here, not carried in every call's future for as long as
+        // it runs (most calls never ask for input).
+        next = match Box::pin(next_round(face, &res, params)).await? {
+            Ok(p) => Some(p),
+            Err(o) => return Some(o),
         };
-        // Retry: the original params + inputResponses + the exact requestState, a new id.
-        // Parsed here, not kept parsed for the whole call: most calls never get here, and a
-        // parsed tree costs ~2 KB per call for as long as it runs.
-        let mut p: Value = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_else(|| Value::Object(Default::default()));
-        if let Some(o) = p.as_object_mut() {
-            if !answers.is_empty() {
-                o.insert("inputResponses".into(), Value::Object(answers));
-            }
-            let state = f.get("requestState");
-            if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
-                o.insert("requestState".into(), st);
-            }
-        }
-        next = Some(jsonrpc::raw(&p.to_string()));
     }
     None
 }
 
+/// Is this result an `input_required` one?
+fn is_input_required(res: &RawValue) -> bool {
+    Fields::parse(res).and_then(|f| f.get("resultType").map(RawValue::get))
+        == Some("\"input_required\"")
+}
+
+/// One `input_required` round: ask the caller, then build the retry's params (the original
+/// params + `inputResponses` + the exact `requestState`). None: no answer is owed;
+/// Some(Err): answer the call with this outcome.
+async fn next_round(
+    face: &dyn RoundsFace,
+    res: &RawValue,
+    params: Option<&RawValue>,
+) -> Option<Result<Box<RawValue>, Outcome>> {
+    let Some(f) = Fields::parse(res) else {
+        return Some(Err(Outcome::Result(res.to_owned())));
+    };
+    let answers = match f.get("inputRequests") {
+        Some(reqs) => match ask(face, reqs).await? {
+            Ok(a) => a,
+            Err(o) => return Some(Err(o)),
+        },
+        None => Answers::new(),
+    };
+    // Parsed here, not kept parsed for the whole call: most calls never get here, and a
+    // parsed tree costs ~2 KB per call for as long as it runs.
+    let mut p: Value = params
+        .and_then(|p| serde_json::from_str(p.get()).ok())
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let Some(o) = p.as_object_mut() {
+        if !answers.is_empty() {
+            o.insert("inputResponses".into(), Value::Object(answers));
+        }
+        let state = f.get("requestState");
+        if let Some(st) = state.and_then(|s| serde_json::from_str::<Value>(s.get()).ok()) {
+            o.insert("requestState".into(), st);
+        }
+    }
+    Some(Ok(jsonrpc::raw(&p.to_string())))
+}
+
 type Answers = serde_json::Map<String, Value>;
+
+/// The ids of one round's requests to the caller: forgotten (`RoundsFace::forget_answer`)
+/// when the round ends, however it ends — also when the call's future is dropped mid-round
+/// (an HTTP client hung up), so that no expected answer outlives its call.
+struct Expected<'f> {
+    face: &'f dyn RoundsFace,
+    ids: Vec<String>,
+}
+
+impl Drop for Expected<'_> {
+    fn drop(&mut self) {
+        for id in &self.ids {
+            self.face.forget_answer(id);
+        }
+    }
+}
 
 /// Ask the caller every input request of one round and collect the answers by key. None: no
 /// answer is owed; Some(Err): answer the call with this outcome.
@@ -157,31 +193,30 @@ async fn ask(face: &dyn RoundsFace, reqs: &RawValue) -> Option<Result<Answers, O
             ),
         );
     }
-    let mut waits: Vec<(String, String, oneshot::Receiver<Answer>)> = Vec::new();
+    let mut expected = Expected {
+        face,
+        ids: Vec::with_capacity(reqs.len()),
+    };
+    let mut waits: Vec<(String, oneshot::Receiver<Answer>)> = Vec::with_capacity(reqs.len());
     for r in &reqs {
         let id = mint_request_id();
         let rx = face.expect_answer(&id);
+        expected.ids.push(id.clone());
         let params = r.legacy_params();
         let frame = jsonrpc::request(&id, &r.method, params.as_deref().map(RawValue::get));
         tracing::debug!("asking the client {} as {id}", r.method);
         if !face.send_request(frame).await {
-            face.forget_answer(&id);
-            for (_, id, _) in &waits {
-                face.forget_answer(id);
-            }
             return None;
         }
-        waits.push((r.key.to_string(), id, rx));
+        waits.push((r.key.to_string(), rx));
     }
     let mut answers = Answers::new();
     let mut end = None;
-    for (key, id, rx) in waits {
+    for (key, rx) in waits {
         if end.is_some() {
-            face.forget_answer(&id);
-            continue;
+            break;
         }
         let got = face.wait_answer(rx).await;
-        face.forget_answer(&id);
         match got {
             Waited::Answer(Ok(v)) => {
                 answers.insert(key, serde_json::from_str(v.get()).unwrap_or(Value::Null));
@@ -239,6 +274,10 @@ mod tests {
         /// The request frames sent to the caller.
         sent: Mutex<Vec<Value>>,
         waiting: Mutex<Vec<(String, oneshot::Sender<Answer>)>>,
+        /// Leave the requests unanswered (the caller never answers).
+        silent: bool,
+        /// The ids given to `forget_answer`.
+        forgotten: Mutex<Vec<String>>,
     }
 
     impl RoundsFace for Scripted {
@@ -263,11 +302,16 @@ mod tests {
             self.waiting.lock().unwrap().push((id.to_owned(), tx));
             rx
         }
-        fn forget_answer(&self, _: &str) {}
+        fn forget_answer(&self, id: &str) {
+            self.forgotten.lock().unwrap().push(id.to_owned());
+        }
         fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
             let v: Value = serde_json::from_slice(&frame).unwrap();
             let id = v["id"].to_string();
             self.sent.lock().unwrap().push(v);
+            if self.silent {
+                return Box::pin(async { true });
+            }
             let mut w = self.waiting.lock().unwrap();
             if let Some(i) = w.iter().position(|(k, _)| *k == id) {
                 let (_, tx) = w.remove(i);
@@ -353,5 +397,32 @@ mod tests {
         };
         assert!(e.to_string().contains("more than"), "{e}");
         assert_eq!(face.started.lock().unwrap().len(), MAX_ROUNDS as usize + 1);
+    }
+
+    #[test]
+    fn a_call_dropped_mid_round_forgets_the_answers_it_expected() {
+        use futures_util::FutureExt;
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{},"sampling":{}}"#)),
+            results: Mutex::new(VecDeque::from([TWO_INPUTS])),
+            silent: true,
+            ..Default::default()
+        };
+        let ctx = legacy_ctx();
+        let mut call = Box::pin(drive(&face, "tools/call", None, &ctx));
+        // Both requests go out, then the round waits for answers that never come.
+        assert!((&mut call).now_or_never().is_none());
+        let sent: Vec<String> = face
+            .sent
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|m| m["id"].to_string())
+            .collect();
+        assert_eq!(sent.len(), 2);
+        assert!(face.forgotten.lock().unwrap().is_empty());
+        // The caller went away: the call's future is dropped mid-round.
+        drop(call);
+        assert_eq!(*face.forgotten.lock().unwrap(), sent);
     }
 }

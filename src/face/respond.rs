@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{header, HeaderValue, Response, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::value::RawValue;
@@ -34,14 +34,21 @@ pub const SSE_AFTER: Duration = Duration::from_secs(1);
 /// An SSE response around `body`: `text/event-stream`, no caching, no proxy buffering.
 pub fn sse_response(body: Body) -> Response<Body> {
     let mut r = Response::new(body);
-    let h = r.headers_mut();
+    *r.headers_mut() = sse_headers();
+    r
+}
+
+/// The headers of every SSE response, in a map sized for them: a `HeaderMap::new()` grows to
+/// 32 slots at its first insert (~0.5 KB, kept for as long as the stream is open).
+fn sse_headers() -> HeaderMap {
+    let mut h = HeaderMap::with_capacity(3);
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/event-stream"),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    r
+    h
 }
 
 /// A JSON-RPC error as an HTTP response.
@@ -312,7 +319,7 @@ impl Responder {
         // before the outcome is, so draining the queue first keeps their order.
         let first = tokio::select! {
             biased;
-            ev = h.events.recv(), if !h.events.is_closed() || !h.events.is_empty() => match ev {
+            ev = h.events.recv(), if !h.events.ended() => match ev {
                 Some(ev) => return Step::Event(Some(ev)),
                 None => None,
             },
@@ -548,7 +555,7 @@ impl Responder {
             }
         });
         *r.body_mut() = BodyExt::boxed_unsync(StreamBody::new(stream));
-        *r.headers_mut() = sse_response(empty()).headers().clone();
+        *r.headers_mut() = sse_headers();
         for (k, v) in &h_extra {
             if let Ok(v) = HeaderValue::from_str(v) {
                 r.headers_mut().insert(*k, v);
@@ -585,3 +592,21 @@ pub struct MrtrCtx {
 }
 
 pub use crate::metrics::GaugeGuard;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every open SSE stream keeps its response's header map for as long as it is open: the
+    /// map must be sized for what it holds, not grown to `HeaderMap`'s default 32 slots.
+    #[test]
+    fn sse_headers_are_sized_for_what_they_hold() {
+        let r = sse_response(empty());
+        let h = r.headers();
+        assert_eq!(h.len(), 3);
+        assert!(h.capacity() <= 4, "capacity {}", h.capacity());
+        assert_eq!(h[header::CONTENT_TYPE], "text/event-stream");
+        assert_eq!(h[header::CACHE_CONTROL], "no-cache");
+        assert_eq!(h["x-accel-buffering"], "no");
+    }
+}

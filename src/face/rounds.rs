@@ -4,18 +4,26 @@
 //! exact `requestState`). Here: input requests go out on the call's SSE stream, answers come
 //! back as POSTs to the session, progress tokens are restored, and the call deadline
 //! (`--call-timeout`) bounds the call and every wait for an answer.
+//!
+//! The driver is no task of its own: the POST's handler, then the SSE body, poll it as they
+//! read its queue (`Feed`), so an open call costs no task and no second tokio channel
+//! (benches/RESULTS.md, "2026-12-01 (c)"). A client that hangs up drops it, and with it the
+//! round's call handle: the call runs detached to its deadline, cancellable by id meanwhile.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Instant;
 
 use bytes::Bytes;
+use futures_channel::mpsc;
 use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
 use http::{Response, StatusCode};
 use http_body_util::{BodyExt, StreamBody};
 use hyper::body::Frame;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Call, CallCtx, CallEvent, CallHandle, Outcome};
@@ -23,7 +31,7 @@ use crate::era::rounds::{self, RoundsFace, Waited};
 use crate::error::BridgeError;
 use crate::face::respond::{self, Body, GaugeGuard, Next};
 use crate::face::run::PostCtx;
-use crate::face::session::Session;
+use crate::face::session::{InflightGuard, Session};
 use crate::face::state::App;
 use crate::framing;
 use crate::jsonrpc;
@@ -38,11 +46,48 @@ struct Driver {
     token: Option<Box<RawValue>>,
     accept_sse: bool,
     cancel: CancellationToken,
-    /// Boxed, as a call's events are (`call::EventSender`): the channel's first block of 32
-    /// slots is allocated with it, for every call.
-    tx: mpsc::Sender<Box<Next>>,
+    /// The queue to the response (`futures_channel`'s: a few hundred bytes per call, where
+    /// tokio's mpsc allocates its cache-padded state and a first block of 32 slots).
+    /// Behind a lock because its `poll_ready`/`start_send` take `&mut` and the rounds take
+    /// the face by `&`; never held across an await.
+    tx: Mutex<mpsc::Sender<Next>>,
+    /// Forgets the call in the session when the driver is dropped; holds the current round's
+    /// canceller, so that a call whose client hung up stays cancellable by id until its
+    /// deadline, as every 2025 call does (`CallRequest::in_session`).
+    done: Mutex<InflightGuard>,
     deadline: Instant,
     started: Instant,
+}
+
+/// The driver's queue and the driver itself, polled by whoever reads the queue: first the
+/// POST's handler, then the SSE body. Not a task of its own: a spawned driver would cost a
+/// task (~1 KB) per call for as long as it runs. Dropping it (the client hung up) drops the
+/// round's call handle, which detaches the call until its deadline.
+struct Feed {
+    rx: mpsc::Receiver<Next>,
+    drive: Option<BoxFuture<'static, ()>>,
+}
+
+impl Feed {
+    /// The next thing the driver queued, driving it meanwhile (None: it ended, nothing more).
+    async fn next(&mut self) -> Option<Next> {
+        loop {
+            tokio::select! {
+                biased;
+                n = self.rx.next() => return n,
+                _ = driving(&mut self.drive) => {}
+            }
+        }
+    }
+}
+
+/// Run the driver to its end and forget it; pending for ever once it has ended.
+async fn driving(d: &mut Option<BoxFuture<'static, ()>>) {
+    match d.as_mut() {
+        Some(f) => f.await,
+        None => std::future::pending().await,
+    }
+    *d = None;
 }
 
 /// Run a 2025 client's call to a 2026 upstream, translating `input_required` rounds.
@@ -52,12 +97,13 @@ pub async fn run(
     session: Arc<Session>,
     ctx: CallCtx,
     cancel: CancellationToken,
-    done: Box<dyn Send + Sync>,
+    done: InflightGuard,
 ) -> Response<Body> {
     let started = pc.arrived;
     // In flight until the final answer reaches the response (or the response is dropped).
     let inflight = GaugeGuard::new(app.metrics.calls_in_flight().clone());
-    let (tx, mut rx) = mpsc::channel::<Box<Next>>(crate::call::EVENT_QUEUE);
+    // EVENT_QUEUE in all: the channel adds one slot per sender to its buffer.
+    let (tx, rx) = mpsc::channel::<Next>(crate::call::EVENT_QUEUE - 1);
     let d = Driver {
         params: pc.env.params.map(ToOwned::to_owned),
         method: pc.env.method().to_owned(),
@@ -70,38 +116,34 @@ pub async fn run(
         session,
         ctx,
         cancel,
-        tx,
+        tx: Mutex::new(tx),
+        done: Mutex::new(done),
     };
-    tokio::spawn(async move {
-        let _done = done;
-        d.drive().await;
-    });
+    let mut feed = Feed {
+        rx,
+        drive: Some(Box::pin(d.drive())),
+    };
     let first = if pc.accept_sse {
         tokio::select! {
-            n = rx.recv() => n.map(|b| *b),
-            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, rx, inflight),
+            n = feed.next() => n,
+            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, feed, inflight),
         }
     } else {
-        rx.recv().await.map(|b| *b)
+        feed.next().await
     };
     match first {
         Some(Next::Final(status, body)) if pc.accept_json || !pc.accept_sse => {
             respond::json(status, body)
         }
         None => respond::status_only(StatusCode::ACCEPTED),
-        n => sse(&app, n, rx, inflight),
+        n => sse(&app, n, feed, inflight),
     }
 }
 
-fn sse(
-    app: &App,
-    first: Option<Next>,
-    rx: mpsc::Receiver<Box<Next>>,
-    inflight: GaugeGuard,
-) -> Response<Body> {
+fn sse(app: &App, first: Option<Next>, feed: Feed, inflight: GaugeGuard) -> Response<Body> {
     struct St {
         first: Option<Next>,
-        rx: mpsc::Receiver<Box<Next>>,
+        feed: Feed,
         keepalive: std::time::Duration,
         done: bool,
         _g: GaugeGuard,
@@ -109,7 +151,7 @@ fn sse(
     }
     let st = St {
         first,
-        rx,
+        feed,
         keepalive: app.cfg.keepalive,
         done: false,
         _g: GaugeGuard::new(app.metrics.sse_streams().clone()),
@@ -122,7 +164,7 @@ fn sse(
         let next = match st.first.take() {
             Some(n) => n,
             None => tokio::select! {
-                n = st.rx.recv() => *n?,
+                n = st.feed.next() => n?,
                 _ = tokio::time::sleep(st.keepalive) => {
                     return Some((Ok::<_, Infallible>(Frame::data(Bytes::from_static(framing::SSE_KEEPALIVE))), st));
                 }
@@ -158,10 +200,7 @@ impl Driver {
                 jsonrpc::error_raw(Some(self.id.get()), &be.error_object())
             }
         };
-        let _ = self
-            .tx
-            .send(Box::new(Next::Final(StatusCode::OK, frame)))
-            .await;
+        let _ = self.send(Next::Final(StatusCode::OK, frame)).await;
     }
 
     async fn drive(mut self) {
@@ -174,14 +213,16 @@ impl Driver {
 
     async fn follow_call(&self, mut h: CallHandle) -> Option<Outcome> {
         h.detach_until(self.deadline);
+        self.done.lock().unwrap_or_else(|p| p.into_inner()).detached =
+            Some((h.canceller(), self.deadline));
         loop {
             tokio::select! {
                 biased;
-                ev = h.events.recv(), if !h.events.is_closed() || !h.events.is_empty() => {
+                ev = h.events.recv(), if !h.events.ended() => {
                     if let Some(CallEvent::Notification { method, params }) = ev {
                         let params = params.map(|p| self.restore_token(&method, p));
                         let f = jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
-                        if self.tx.send(Box::new(Next::Frame(f))).await.is_err() {
+                        if !self.send(Next::Frame(f)).await {
                             return None; // the client is gone; the detached call runs out
                         }
                     }
@@ -199,6 +240,17 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Queue `n` for the response, waiting while the queue is full; false when the response
+    /// is gone (the client hung up).
+    async fn send(&self, n: Next) -> bool {
+        let lock = || self.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let ready = futures_util::future::poll_fn(|cx| match lock().poll_ready(cx) {
+            Poll::Ready(r) => Poll::Ready(r.is_ok()),
+            Poll::Pending => Poll::Pending,
+        });
+        ready.await && lock().start_send(n).is_ok()
     }
 
     fn restore_token(&self, method: &str, params: Box<RawValue>) -> Box<RawValue> {
@@ -243,7 +295,7 @@ impl RoundsFace for Driver {
         self.session.forget_answer(id)
     }
     fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
-        Box::pin(async move { self.tx.send(Box::new(Next::Frame(frame))).await.is_ok() })
+        Box::pin(self.send(Next::Frame(frame)))
     }
     fn wait_answer(&self, rx: oneshot::Receiver<rounds::Answer>) -> BoxFuture<'_, Waited> {
         Box::pin(async move {

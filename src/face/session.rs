@@ -151,9 +151,15 @@ impl Session {
     /// The call's response is over. If the child is still working on it (the client hung up:
     /// in 2025 that is not a cancellation), keep a way to cancel it until `until`.
     pub fn end_call(&self, client_id: &str, detached: Option<(Canceller, Instant)>) {
+        let mut over = None;
         {
             let mut g = lock(&self.inflight);
             match detached {
+                // The session is over: nobody is left to run it for (see `close`).
+                Some((c, _)) if c.pending() && self.closed.is_cancelled() => {
+                    g.remove(client_id);
+                    over = Some(c);
+                }
                 Some((c, until)) if c.pending() => {
                     g.insert(client_id.to_owned(), Inflight::Detached(c, until));
                 }
@@ -161,6 +167,9 @@ impl Session {
                     g.remove(client_id);
                 }
             }
+        }
+        if let Some(c) = over {
+            c.cancel("client cancelled");
         }
         self.touch();
     }
@@ -212,9 +221,21 @@ impl Session {
         }
     }
 
-    /// End the session: cancel its calls and streams, stop its own child.
+    /// End the session: cancel its calls and streams, stop its own child. Calls whose client
+    /// hung up (detached, running to their deadline) end with it too: the client that could
+    /// still cancel them by id is gone.
     pub fn close(&self) {
         self.closed.cancel();
+        let detached: Vec<Canceller> = lock(&self.inflight)
+            .drain()
+            .filter_map(|(_, f)| match f {
+                Inflight::Detached(c, _) => Some(c),
+                Inflight::Live(_) => None, // cancelled with `closed`
+            })
+            .collect();
+        for c in detached {
+            c.cancel("client cancelled");
+        }
         if self.owns_child {
             self.upstream.stop();
         }

@@ -303,8 +303,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
         detached: None,
     };
     if child_era == Era::Modern && crate::era::mrtr::is_mrtr_method(method) {
-        return crate::face::rounds::run(app.clone(), pc, s.clone(), ctx, cancel, Box::new(done))
-            .await;
+        return crate::face::rounds::run(app.clone(), pc, s.clone(), ctx, cancel, done).await;
     }
     let params = pc.env.params.map(|p| p.to_owned());
     let upstream = s.upstream.clone();
