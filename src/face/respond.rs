@@ -506,19 +506,6 @@ impl Responder {
             done: bool,
             _gauge: GaugeGuard,
         }
-        impl Drop for St {
-            fn drop(&mut self) {
-                // An explicit cancellation (a 2025 client's `notifications/cancelled`) wins
-                // over a hang-up that lands before the stream saw it: the client may close
-                // the stream right after it cancelled, and a hang-up alone would leave a
-                // 2025 call running detached.
-                if let Some(h) = self.h.as_mut() {
-                    if self.r.cancel.is_cancelled() {
-                        h.set_cancel_reason("client cancelled");
-                    }
-                }
-            }
-        }
         let gauge = GaugeGuard::new(self.metrics.sse_streams().clone());
         let mut r = Response::new(empty());
         let h_extra: Vec<(&'static str, String)> = self.extra_headers.clone();

@@ -26,12 +26,17 @@ enum Inflight {
 pub struct InflightGuard {
     pub session: Arc<Session>,
     pub id: String,
+    /// The call's token from [`Session::begin_call`]: cancelled when the client cancelled
+    /// the call (or the session closed).
+    pub cancel: CancellationToken,
     pub detached: Option<(Canceller, Instant)>,
 }
 
 impl Drop for InflightGuard {
     fn drop(&mut self) {
-        self.session.end_call(&self.id, self.detached.take());
+        let cancelled = self.cancel.is_cancelled();
+        self.session
+            .end_call(&self.id, self.detached.take(), cancelled);
     }
 }
 
@@ -150,13 +155,23 @@ impl Session {
 
     /// The call's response is over. If the child is still working on it (the client hung up:
     /// in 2025 that is not a cancellation), keep a way to cancel it until `until`.
-    pub fn end_call(&self, client_id: &str, detached: Option<(Canceller, Instant)>) {
+    ///
+    /// `cancelled`: the client cancelled the call (or the session closed). The response may
+    /// have ended by the client's hang-up before it saw that (a client that cancels often
+    /// closes the stream right after); the cancellation wins, and the call is not kept.
+    pub fn end_call(
+        &self,
+        client_id: &str,
+        detached: Option<(Canceller, Instant)>,
+        cancelled: bool,
+    ) {
         let mut over = None;
         {
             let mut g = lock(&self.inflight);
             match detached {
-                // The session is over: nobody is left to run it for (see `close`).
-                Some((c, _)) if c.pending() && self.closed.is_cancelled() => {
+                // The session is over: nobody is left to run it for (see `close`); or the
+                // client cancelled it.
+                Some((c, _)) if c.pending() && (cancelled || self.closed.is_cancelled()) => {
                     g.remove(client_id);
                     over = Some(c);
                 }

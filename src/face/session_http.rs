@@ -300,6 +300,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
     let done = InflightGuard {
         session: s.clone(),
         id: rid.to_owned(),
+        cancel: cancel.clone(),
         detached: None,
     };
     if child_era == Era::Modern && crate::era::mrtr::is_mrtr_method(method) {
