@@ -209,18 +209,7 @@ async fn session_delete_cancels_a_hung_up_call_2025() {
         let b = Bridge::demo(&["--demo-era", era]).await;
         let c = client();
         let s = Session::open(&c, &b.url).await;
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "slow", "arguments": {"seconds": 30, "steps": 0}}});
-        let send = c
-            .post(&s.url)
-            .headers(s.headers())
-            .body(body.to_string())
-            .send();
-        let log = b.log.clone();
-        let started = tokio::select! {
-            r = send => panic!("{era}: answered early: {r:?}"),
-            l = log.expect(STARTED, Duration::from_secs(10)) => l,
-        };
+        let started = s.hang_up_slow_call(&b.log, STARTED).await;
         // The request future is gone: the client hung up. Give the bridge time to see it.
         tokio::time::sleep(Duration::from_millis(500)).await;
         assert!(

@@ -571,18 +571,7 @@ async fn disconnect_is_not_cancellation_2025() {
     let b = Bridge::demo(&[]).await;
     let c = client();
     let s = Session::open(&c, &b.url).await;
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "slow", "arguments": {"seconds": 30, "steps": 0}}});
-    let send = c
-        .post(&s.url)
-        .headers(s.headers())
-        .body(body.to_string())
-        .send();
-    let log = b.log.clone();
-    tokio::select! {
-        r = send => panic!("answered early: {r:?}"),
-        _ = log.expect("demo: slow started id=", Duration::from_secs(10)) => {}
-    }
+    s.hang_up_slow_call(&b.log, "demo: slow started id=").await;
     // The request future is gone: the client hung up. Give a cancellation time to show.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(

@@ -447,6 +447,22 @@ impl Session {
             .await
     }
 
+    /// Start a 30 s `slow` call (id 1) and hang up once `log` shows `started`: the line.
+    pub async fn hang_up_slow_call(&self, log: &super::log::Log, started: &str) -> String {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "slow", "arguments": {"seconds": 30, "steps": 0}}});
+        let send = self
+            .c
+            .post(&self.url)
+            .headers(self.headers())
+            .body(body.to_string())
+            .send();
+        tokio::select! {
+            r = send => panic!("answered early: {r:?}"),
+            l = log.expect(started, Duration::from_secs(10)) => l,
+        }
+    }
+
     /// POST a notification; returns the HTTP status.
     pub async fn notify(&self, method: &str, params: Value) -> u16 {
         self.post(&json!({ "jsonrpc": "2.0", "method": method, "params": params }))
