@@ -150,7 +150,6 @@ impl ChildPool {
         stop: CancellationToken,
         tracker: &TaskTracker,
     ) -> Arc<Self> {
-        metrics.register_server(&cfg.name);
         let (events, _) = broadcast::channel(256);
         let pool = Arc::new(Self {
             cfg,
@@ -401,7 +400,7 @@ impl Upstream for ChildPool {
         &self.cfg.name
     }
     fn is_ready(&self) -> bool {
-        self.ready_members().len() >= self.size.min
+        self.lock().iter().filter(|m| m.up.is_ready()).count() >= self.size.min
     }
     fn info(&self, wait: Duration) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
         Box::pin(async move {
