@@ -180,6 +180,12 @@ pub enum SseItem {
 pub struct SseDecoder {
     max: usize,
     buf: BytesMut,
+    /// Where to resume looking for a line end in `buf`: bytes before it hold none, so a
+    /// stream sent in small chunks is scanned once, not once per chunk.
+    scanned: usize,
+    /// The current line outgrew the limit before its end arrived: its bytes are dropped as
+    /// they come (counted in `size`), so an endless line cannot grow `buf`.
+    skipping_line: bool,
     /// Skip a `\n` at the start of the next chunk (the previous one ended in `\r`).
     skip_lf: bool,
     event: Option<String>,
@@ -199,6 +205,8 @@ impl SseDecoder {
         Self {
             max: max_event.max(1),
             buf: BytesMut::new(),
+            scanned: 0,
+            skipping_line: false,
             skip_lf: false,
             event: None,
             data: String::new(),
@@ -225,25 +233,64 @@ impl SseDecoder {
     /// The next complete item, if the buffered bytes hold one.
     pub fn next_item(&mut self) -> Option<SseItem> {
         loop {
-            let i = memchr::memchr2(b'\n', b'\r', &self.buf)?;
-            let line = self.buf.split_to(i + 1);
-            let term = line[i];
-            if term == b'\r' {
-                if self.buf.first() == Some(&b'\n') {
-                    let _ = self.buf.split_to(1);
-                } else if self.buf.is_empty() {
-                    self.skip_lf = true;
-                }
+            if self.skipping_line {
+                let Some(i) = memchr::memchr2(b'\n', b'\r', &self.buf) else {
+                    self.size += self.buf.len();
+                    self.buf.clear();
+                    return None;
+                };
+                // The same count `line` would have made for the whole line and its end.
+                self.size += i + 1;
+                self.skipping_line = false;
+                self.end_line(i);
+                continue;
             }
+            let from = self.scanned.min(self.buf.len());
+            let Some(rel) = memchr::memchr2(b'\n', b'\r', &self.buf[from..]) else {
+                if self.buf.len() > self.max {
+                    // Already over the limit without its end: the event is oversize, as
+                    // `line` would find once the end came. Drop what is here.
+                    self.size += self.buf.len();
+                    self.buf.clear();
+                    self.discarding = true;
+                    self.data = String::new();
+                    self.skipping_line = true;
+                    self.scanned = 0;
+                    return None;
+                }
+                self.scanned = self.buf.len();
+                return None;
+            };
+            let i = from + rel;
+            let line = self.end_line(i);
             if let Some(item) = self.line(&line[..i]) {
                 return Some(item);
             }
         }
     }
 
+    /// Take the line ending at `buf[i]` (a `\r` or `\n`) with its terminator, and the `\n`
+    /// of a `\r\n` pair, here or at the start of the next chunk.
+    fn end_line(&mut self, i: usize) -> BytesMut {
+        let line = self.buf.split_to(i + 1);
+        self.scanned = 0;
+        if line[i] == b'\r' {
+            if self.buf.first() == Some(&b'\n') {
+                let _ = self.buf.split_to(1);
+            } else if self.buf.is_empty() {
+                self.skip_lf = true;
+            }
+        }
+        line
+    }
+
     /// End of stream: an unterminated last line is processed, but an event without its
     /// closing blank line is discarded (as the SSE spec says).
     pub fn finish(&mut self) -> Option<SseItem> {
+        self.scanned = 0;
+        if std::mem::take(&mut self.skipping_line) {
+            self.buf.clear();
+        }
         if !self.buf.is_empty() {
             let rest = self.buf.split();
             if let Some(item) = self.line(&rest) {
@@ -409,6 +456,30 @@ mod tests {
             SseItem::Event {
                 event: None,
                 data: "z".into(),
+                id: None
+            }
+        );
+    }
+
+    #[test]
+    fn sse_endless_line_is_dropped_as_it_comes_and_the_stream_goes_on() {
+        let mut d = SseDecoder::new(64);
+        d.push(b"data: ");
+        for _ in 0..10_000 {
+            d.push(&[b'x'; 100]);
+            assert_eq!(d.next_item(), None);
+            assert!(d.buf.len() <= 100 + 64, "the buffer grew to {}", d.buf.len());
+        }
+        d.push(b"\r");
+        d.push(b"\n\ndata: ok\n\n");
+        let out: Vec<_> = std::iter::from_fn(|| d.next_item()).collect();
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0], SseItem::Oversize(6 + 1_000_000 + 1));
+        assert_eq!(
+            out[1],
+            SseItem::Event {
+                event: None,
+                data: "ok".into(),
                 id: None
             }
         );
