@@ -12,6 +12,8 @@
 //! stdio face routes to its host), how a request reaches the caller, and how long an answer may
 //! take.
 
+use std::future::Future;
+
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
@@ -49,8 +51,10 @@ pub trait RoundsFace: Send + Sync {
     /// Start one round's call at the upstream (Err: the outcome to answer with).
     fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>>;
     /// Follow a started call to its outcome, forwarding its events to the caller (None: stop
-    /// without an answer; the caller cancelled or is gone).
-    fn follow(&self, h: CallHandle) -> BoxFuture<'_, Option<Outcome>>;
+    /// without an answer; the caller cancelled or is gone). Not boxed: this is the future an
+    /// open call waits in, so it lives inside the call's own future instead of a second
+    /// allocation (benches/RESULTS.md, "2026-12-01 (e)").
+    fn follow(&self, h: CallHandle) -> impl Future<Output = Option<Outcome>> + Send;
     /// Register interest in the answer to the bridge's request `id`.
     fn expect_answer(&self, id: &str) -> oneshot::Receiver<Answer>;
     /// Drop the interest in `id` (answered, abandoned).
@@ -71,43 +75,65 @@ fn failed(c: i64, msg: String) -> Outcome {
 
 /// Run `method` with `params` for a 2025 caller through every `input_required` round (None:
 /// no answer is owed, the caller cancelled or went away).
-pub async fn drive(
-    face: &dyn RoundsFace,
+///
+/// Round one is all most calls have, and it is what an open call waits in: it is inline
+/// here, and the later rounds are a boxed future, allocated only for a call that gets an
+/// `input_required` result.
+pub async fn drive<F: RoundsFace>(
+    face: &F,
     method: &str,
     params: Option<&RawValue>,
     ctx: &CallCtx,
 ) -> Option<Outcome> {
-    let mut next = Some(params.map_or_else(|| jsonrpc::raw("{}"), ToOwned::to_owned));
-    for round in 0..=MAX_ROUNDS {
+    let call = Call {
+        method: method.to_owned(),
+        params: Some(params.map_or_else(|| jsonrpc::raw("{}"), ToOwned::to_owned)),
+        ctx: ctx.clone(),
+    };
+    match one_round(face, call).await? {
+        Outcome::Result(res) if is_input_required(&res) => {
+            Box::pin(more_rounds(face, method, params, ctx, res)).await
+        }
+        o => Some(o),
+    }
+}
+
+/// Start one round's call and follow it to its outcome.
+async fn one_round<F: RoundsFace>(face: &F, call: Call) -> Option<Outcome> {
+    match face.start(call).await {
+        Ok(h) => face.follow(h).await,
+        Err(o) => Some(o),
+    }
+}
+
+/// The rounds after an `input_required` result `res`: ask, retry, at most [`MAX_ROUNDS`]
+/// retries in all.
+async fn more_rounds<F: RoundsFace>(
+    face: &F,
+    method: &str,
+    params: Option<&RawValue>,
+    ctx: &CallCtx,
+    mut res: Box<RawValue>,
+) -> Option<Outcome> {
+    for _ in 0..MAX_ROUNDS {
+        let next = match next_round(face, &res, params).await? {
+            Ok(p) => p,
+            Err(o) => return Some(o),
+        };
         let call = Call {
             method: method.to_owned(),
-            params: next.take(),
+            params: Some(next),
             ctx: ctx.clone(),
         };
-        let h = match face.start(call).await {
-            Ok(h) => h,
-            Err(o) => return Some(o),
-        };
-        let outcome = face.follow(h).await?;
-        let res = match outcome {
-            Outcome::Result(res) if is_input_required(&res) => res,
+        match one_round(face, call).await? {
+            Outcome::Result(r) if is_input_required(&r) => res = r,
             o => return Some(o),
-        };
-        if round == MAX_ROUNDS {
-            return Some(failed(
-                code::INTERNAL_ERROR,
-                format!("the server asked for input more than {MAX_ROUNDS} times; giving up"),
-            ));
         }
-        // Boxed: a round's state (its requests, answers, the parsed result) is allocated
-        // only for a call that gets here, not carried in every call's future for as long as
-        // it runs (most calls never ask for input).
-        next = match Box::pin(next_round(face, &res, params)).await? {
-            Ok(p) => Some(p),
-            Err(o) => return Some(o),
-        };
     }
-    None
+    Some(failed(
+        code::INTERNAL_ERROR,
+        format!("the server asked for input more than {MAX_ROUNDS} times; giving up"),
+    ))
 }
 
 /// Is this result an `input_required` one?
@@ -119,8 +145,8 @@ fn is_input_required(res: &RawValue) -> bool {
 /// One `input_required` round: ask the caller, then build the retry's params (the original
 /// params + `inputResponses` + the exact `requestState`). None: no answer is owed;
 /// Some(Err): answer the call with this outcome.
-async fn next_round(
-    face: &dyn RoundsFace,
+async fn next_round<F: RoundsFace>(
+    face: &F,
     res: &RawValue,
     params: Option<&RawValue>,
 ) -> Option<Result<Box<RawValue>, Outcome>> {
@@ -156,12 +182,12 @@ type Answers = serde_json::Map<String, Value>;
 /// The ids of one round's requests to the caller: forgotten (`RoundsFace::forget_answer`)
 /// when the round ends, however it ends — also when the call's future is dropped mid-round
 /// (an HTTP client hung up), so that no expected answer outlives its call.
-struct Expected<'f> {
-    face: &'f dyn RoundsFace,
+struct Expected<'f, F: RoundsFace> {
+    face: &'f F,
     ids: Vec<String>,
 }
 
-impl Drop for Expected<'_> {
+impl<F: RoundsFace> Drop for Expected<'_, F> {
     fn drop(&mut self) {
         for id in &self.ids {
             self.face.forget_answer(id);
@@ -171,7 +197,7 @@ impl Drop for Expected<'_> {
 
 /// Ask the caller every input request of one round and collect the answers by key. None: no
 /// answer is owed; Some(Err): answer the call with this outcome.
-async fn ask(face: &dyn RoundsFace, reqs: &RawValue) -> Option<Result<Answers, Outcome>> {
+async fn ask<F: RoundsFace>(face: &F, reqs: &RawValue) -> Option<Result<Answers, Outcome>> {
     let bail = |c, msg: String| Some(Err(failed(c, msg)));
     let Some(reqs) = input_requests(reqs) else {
         return bail(
@@ -294,8 +320,8 @@ mod tests {
             let control = Box::new(CancelOnDrop::new(Arc::new(NoCancel), 1, answered, metrics));
             Box::pin(async move { Ok(CallHandle::new(events, outcome, control)) })
         }
-        fn follow(&self, mut h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {
-            Box::pin(async move { (&mut h.outcome).await.ok() })
+        async fn follow(&self, mut h: CallHandle) -> Option<Outcome> {
+            (&mut h.outcome).await.ok()
         }
         fn expect_answer(&self, id: &str) -> oneshot::Receiver<Answer> {
             let (tx, rx) = oneshot::channel();

@@ -285,8 +285,8 @@ impl RoundsFace for Driver {
                 .map_err(Outcome::Failed)
         })
     }
-    fn follow(&self, h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {
-        Box::pin(self.follow_call(h))
+    fn follow(&self, h: CallHandle) -> impl std::future::Future<Output = Option<Outcome>> + Send {
+        self.follow_call(h)
     }
     fn expect_answer(&self, id: &str) -> oneshot::Receiver<rounds::Answer> {
         self.session.expect_answer(id)

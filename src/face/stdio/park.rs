@@ -328,11 +328,9 @@ impl RoundsFace for HostRounds<'_> {
     fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
         Box::pin(self.face.start(call))
     }
-    fn follow(&self, h: CallHandle) -> BoxFuture<'_, Option<Outcome>> {
-        Box::pin(async move {
-            let who = Who::default();
-            self.face.follow(self.id, h, self.stop, &who, None).await
-        })
+    async fn follow(&self, h: CallHandle) -> Option<Outcome> {
+        let who = Who::default();
+        self.face.follow(self.id, h, self.stop, &who, None).await
     }
     fn expect_answer(&self, id: &str) -> oneshot::Receiver<rounds::Answer> {
         let (tx, rx) = oneshot::channel();
