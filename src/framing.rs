@@ -468,7 +468,11 @@ mod tests {
         for _ in 0..10_000 {
             d.push(&[b'x'; 100]);
             assert_eq!(d.next_item(), None);
-            assert!(d.buf.len() <= 100 + 64, "the buffer grew to {}", d.buf.len());
+            assert!(
+                d.buf.len() <= 100 + 64,
+                "the buffer grew to {}",
+                d.buf.len()
+            );
         }
         d.push(b"\r");
         d.push(b"\n\ndata: ok\n\n");
