@@ -207,6 +207,78 @@ mod tests {
     }
 
     #[test]
+    fn oauth_flags_parse_and_bad_values_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let cfg = connect(&["https://h.example/mcp", "--oauth-dir", d])
+            .config()
+            .unwrap();
+        let o = cfg.oauth.unwrap();
+        assert_eq!(o.trigger, Trigger::Auto);
+        assert_eq!(o.login.timeout, Duration::from_secs(300));
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "client-s3cret\n").unwrap();
+        let a = connect(&[
+            "https://h.example/mcp",
+            "--oauth-dir",
+            d,
+            "--oauth-client-id",
+            "cid",
+            "--oauth-client-secret-file",
+            secret.to_str().unwrap(),
+            "--oauth-param",
+            "audience=api",
+            "--oauth-param",
+            "prompt=consent",
+            "--oauth-callback-port",
+            "33418",
+            "--oauth-no-resource",
+            "--no-browser",
+        ]);
+        let o = a.config().unwrap().oauth.unwrap();
+        assert_eq!(o.trigger, Trigger::Always);
+        assert_eq!(o.client.client_id.as_deref(), Some("cid"));
+        assert_eq!(o.login.params.len(), 2);
+        assert_eq!(o.login.callback_port, Some(33418));
+        assert!(o.no_resource && o.login.no_browser);
+        assert!(!format!("{o:?}").contains("client-s3cret"), "{o:?}");
+        // A static token turns OAuth off; with OAuth flags it is a usage error.
+        let tok = dir.path().join("t");
+        std::fs::write(&tok, "t0k").unwrap();
+        let t = tok.to_str().unwrap();
+        let a = connect(&["https://h/mcp", "--bearer-token-file", t]);
+        assert!(a.config().unwrap().oauth.is_none());
+        let a = connect(&["https://h/mcp", "--bearer-token-file", t, "--oauth"]);
+        assert!(a.config().is_err());
+        assert!(connect(&["https://h/mcp", "--no-oauth"])
+            .config()
+            .unwrap()
+            .oauth
+            .is_none());
+        for bad in [
+            &["--oauth-param", "novalue"][..],
+            &["--oauth-callback-port", "0"],
+            &["--oauth-callback-port", "70000"],
+            &["--oauth-client-secret-file", "f"],
+            &["--oauth", "--no-oauth"],
+            &["--oauth-timeout", "soon"],
+        ] {
+            let args = ["mcp-bridge", "connect", "https://h/mcp"].iter().chain(bad);
+            assert!(Cli::try_parse_from(args).is_err(), "{bad:?}");
+        }
+        let a = connect(&["https://h/mcp", "--oauth-timeout", "0s"]);
+        assert!(a.config().is_err());
+        let a = connect(&[
+            "https://h/mcp",
+            "--oauth-client-id",
+            "c",
+            "--oauth-client-secret-file",
+            "/nonexistent/x",
+        ]);
+        assert!(a.config().is_err());
+    }
+
+    #[test]
     fn bad_urls_are_usage_errors() {
         assert!(connect(&["ftp://h/x"]).config().is_err());
         assert!(Cli::try_parse_from([

@@ -23,7 +23,7 @@ pub mod register;
 pub mod store;
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -81,6 +81,10 @@ pub struct OAuth {
     /// One login or refresh at a time.
     busy: tokio::sync::Mutex<()>,
     logging_in: AtomicBool,
+    /// Logins attempted so far, and the last one's failure (with its number): requests that
+    /// queued behind a failed login share its answer instead of each starting another.
+    attempts: AtomicU64,
+    last_failure: Mutex<Option<(u64, String)>>,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -96,6 +100,22 @@ fn bearer_value(t: &TokenRecord) -> Option<HeaderValue> {
     let mut v = HeaderValue::from_str(&format!("Bearer {}", t.access_token.0)).ok()?;
     v.set_sensitive(true);
     Some(v)
+}
+
+/// Set while alive (cleared also when the login future is dropped midway).
+struct Flag<'a>(&'a AtomicBool);
+
+impl<'a> Flag<'a> {
+    fn raise(b: &'a AtomicBool) -> Self {
+        b.store(true, Ordering::Relaxed);
+        Flag(b)
+    }
+}
+
+impl Drop for Flag<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
 }
 
 impl OAuth {
@@ -137,6 +157,8 @@ impl OAuth {
             record: Mutex::new(record),
             busy: tokio::sync::Mutex::new(()),
             logging_in: AtomicBool::new(false),
+            attempts: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
         })
     }
 
@@ -184,7 +206,18 @@ impl OAuth {
         if self.settings.trigger == Trigger::Auto && challenge.is_none() {
             return Err(Recover::NotOAuth);
         }
+        let seen = self.attempts.load(Ordering::SeqCst);
         let _g = self.busy.lock().await;
+        if let Some((n, why)) = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            if n > seen {
+                return Err(Recover::Failed(why));
+            }
+        }
         let now = self.token().as_ref().and_then(bearer_value);
         if let Some(v) = now.filter(|v| Some(v) != sent) {
             return Ok(v);
@@ -195,9 +228,15 @@ impl OAuth {
                 Err(e) => warn!("refresh failed ({e}); logging in again"),
             }
         }
-        self.logging_in.store(true, Ordering::Relaxed);
-        let r = self.login(challenge.unwrap_or_default()).await;
-        self.logging_in.store(false, Ordering::Relaxed);
+        let r = {
+            let _flag = Flag::raise(&self.logging_in);
+            self.login(challenge.unwrap_or_default()).await
+        };
+        let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = match &r {
+            Err(Recover::Failed(why)) => Some((n, why.clone())),
+            _ => None,
+        };
         r
     }
 

@@ -83,13 +83,17 @@ pub struct RemoteConfig {
     /// `None` = no limit (TCP keep-alive still detects a vanished peer).
     pub idle_timeout: Option<Duration>,
     /// Log in with OAuth on a 401 (`connect` without a static token); None = never.
-    pub oauth: Option<crate::oauth::OAuthSettings>,
+    /// (Boxed: it is large and most remotes have none.)
+    pub oauth: Option<Box<crate::oauth::OAuthSettings>>,
 }
 
 impl RemoteConfig {
     /// The same settings with OAuth login on (or off).
     pub fn with_oauth(self, oauth: Option<crate::oauth::OAuthSettings>) -> Self {
-        RemoteConfig { oauth, ..self }
+        RemoteConfig {
+            oauth: oauth.map(Box::new),
+            ..self
+        }
     }
 }
 
@@ -182,7 +186,7 @@ impl Remote {
         }
         let oauth = match &cfg.oauth {
             Some(o) => Some(crate::oauth::OAuth::new(
-                o.clone(),
+                (**o).clone(),
                 &cfg.url.to_string(),
                 client.clone(),
             )?),
