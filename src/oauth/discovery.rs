@@ -176,20 +176,31 @@ async fn fetch_prm(
     server: &Url,
     challenge: &Bearer,
 ) -> Result<(Url, Value), DiscoverError> {
-    let candidates = match &challenge.resource_metadata {
-        Some(u) => {
-            let u = Url::parse(u)
-                .map_err(|e| DiscoverError::Bad(format!("resource_metadata {u:?}: {e}")))?;
-            vec![u]
-        }
-        None => prm_candidates(server),
-    };
+    if let Some(u) = &challenge.resource_metadata {
+        // The server named it: any failure is an error.
+        let u = Url::parse(u)
+            .map_err(|e| DiscoverError::Bad(format!("resource_metadata {u:?}: {e}")))?;
+        check_url(&u).map_err(DiscoverError::Bad)?;
+        return match fetch.get_json(&u).await {
+            Ok(Some(v)) if v.is_object() => Ok((u, v)),
+            Ok(_) => Err(DiscoverError::Bad(format!(
+                "no protected resource metadata at {} (named by the server's 401)",
+                redact(&u)
+            ))),
+            Err(e) => Err(DiscoverError::Bad(e.to_string())),
+        };
+    }
+    // Guessed URIs: a miss of any kind means "not published here".
+    let candidates = prm_candidates(server);
     for u in &candidates {
-        check_url(u).map_err(DiscoverError::Bad)?;
+        if let Err(e) = check_url(u) {
+            debug!("{e}");
+            continue;
+        }
         match fetch.get_json(u).await {
             Ok(Some(v)) if v.is_object() => return Ok((u.clone(), v)),
             Ok(_) => debug!("no protected resource metadata at {}", redact(u)),
-            Err(e) => return Err(DiscoverError::Bad(e.to_string())),
+            Err(e) => debug!("no protected resource metadata: {e}"),
         }
     }
     let tried: Vec<String> = candidates.iter().map(redact).collect();
