@@ -130,12 +130,17 @@ impl OAuthArgs {
             }
             None => None,
         };
-        let dir = match &self.oauth_dir {
-            Some(d) => d.clone(),
-            None => crate::oauth::store::default_dir().ok_or(
-                "no place for OAuth logins: set HOME or XDG_CONFIG_HOME, or give --oauth-dir",
-            )?,
-        };
+        let dir =
+            match (&self.oauth_dir, crate::oauth::store::default_dir()) {
+                (Some(d), _) => d.clone(),
+                (None, Some(d)) => d,
+                // Without a home there is nowhere to keep a login: OAuth stays off unless asked for.
+                (None, None) if !self.explicit() => return Ok(None),
+                (None, None) => return Err(
+                    "no place for OAuth logins: set HOME or XDG_CONFIG_HOME, or give --oauth-dir"
+                        .into(),
+                ),
+            };
         Ok(Some(OAuthSettings {
             trigger: if self.explicit() {
                 Trigger::Always
