@@ -24,6 +24,7 @@ pub mod framing;
 pub mod http_util;
 pub mod jsonrpc;
 pub mod metrics;
+pub mod oauth;
 pub mod protocol;
 pub mod telemetry;
 pub mod upstream;

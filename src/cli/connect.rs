@@ -1,12 +1,19 @@
 //! `mcp-bridge connect URL`: the remote's flags ([`RemoteArgs`], shared with `serve
-//! --upstream`) and the two of its own, for the host side. The wiring is `app::run_connect`.
+//! --upstream`), those of its own for the host side, and the OAuth login's ([`OAuthArgs`]:
+//! only `connect` has a user at a browser). The wiring is `app::run_connect`.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
+use http::header::AUTHORIZATION;
 
-use super::parse::{parse_duration, parse_size};
+use super::parse::{parse_duration, parse_kv, parse_size};
 use super::remote::{Naming, RemoteArgs};
+use crate::oauth::login::LoginSettings;
+use crate::oauth::register::StaticClient;
+use crate::oauth::store::Secret;
+use crate::oauth::{OAuthSettings, Trigger};
 use crate::upstream::remote::RemoteConfig;
 
 #[derive(Debug, Args)]
@@ -31,12 +38,140 @@ pub struct ConnectArgs {
     pub metrics_listen: Option<std::net::SocketAddr>,
     #[command(flatten)]
     pub remote: RemoteArgs,
+    #[command(flatten)]
+    pub oauth: OAuthArgs,
+}
+
+/// The OAuth login (without a static token, a 401 with a Bearer challenge starts it; any of
+/// these flags makes every 401 start it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+#[command(next_help_heading = "OAuth login (connect)")]
+pub struct OAuthArgs {
+    /// Log in with OAuth on a 401 even without a Bearer challenge (discovery by well-known URIs).
+    #[arg(long, conflicts_with = "no_oauth")]
+    pub oauth: bool,
+    /// Never log in: a 401 is an error that names the token flags.
+    #[arg(long)]
+    pub no_oauth: bool,
+    /// A client id registered with the authorization server (else dynamic registration).
+    #[arg(long, value_name = "ID")]
+    pub oauth_client_id: Option<String>,
+    /// File holding the client secret of --oauth-client-id (a confidential client).
+    #[arg(long, value_name = "FILE", requires = "oauth_client_id")]
+    pub oauth_client_secret_file: Option<PathBuf>,
+    /// Scopes to ask for (space-separated; default: the server's challenge, else its metadata).
+    #[arg(long, value_name = "SCOPES")]
+    pub oauth_scope: Option<String>,
+    /// Port of the loopback callback on 127.0.0.1 (default: one derived from the server URL,
+    /// else any free port).
+    #[arg(long, value_name = "PORT", value_parser = clap::value_parser!(u16).range(1..))]
+    pub oauth_callback_port: Option<u16>,
+    /// Leave out the RFC 8707 `resource` parameter (for providers that reject it).
+    #[arg(long)]
+    pub oauth_no_resource: bool,
+    /// Extra authorization request parameter K=V (repeatable), e.g. audience=…, prompt=consent.
+    #[arg(long, value_name = "K=V", value_parser = parse_kv)]
+    pub oauth_param: Vec<(String, String)>,
+    /// Do not open a browser; only print the login URL (on stderr).
+    #[arg(long)]
+    pub no_browser: bool,
+    /// Where logins are kept (default: $XDG_CONFIG_HOME/mcp-bridge/oauth or
+    /// ~/.config/mcp-bridge/oauth).
+    #[arg(long, value_name = "DIR")]
+    pub oauth_dir: Option<PathBuf>,
+    /// How long the browser login may take.
+    #[arg(long, default_value = "5m", value_parser = parse_duration)]
+    pub oauth_timeout: Duration,
+}
+
+impl OAuthArgs {
+    /// Were OAuth settings given (so that every 401 starts a login)?
+    fn explicit(&self) -> bool {
+        self.oauth
+            || self.oauth_client_id.is_some()
+            || self.oauth_scope.is_some()
+            || self.oauth_callback_port.is_some()
+            || !self.oauth_param.is_empty()
+    }
+
+    /// The login's settings; None when OAuth is off (`--no-oauth`, or a static
+    /// `Authorization` configured, which OAuth flags may not accompany).
+    pub fn settings(&self, static_auth: bool) -> Result<Option<OAuthSettings>, String> {
+        if self.no_oauth {
+            return Ok(None);
+        }
+        if static_auth {
+            if self.explicit() {
+                return Err(
+                    "the OAuth flags exclude a static token (--bearer-token-file, \
+                            --bearer-token-env or an Authorization header)"
+                        .into(),
+                );
+            }
+            return Ok(None);
+        }
+        if self.oauth_timeout.is_zero() {
+            return Err("--oauth-timeout must be above zero".into());
+        }
+        if let Some(id) = &self.oauth_client_id {
+            if id.trim().is_empty() {
+                return Err("--oauth-client-id is empty".into());
+            }
+        }
+        let client_secret = match &self.oauth_client_secret_file {
+            Some(f) => {
+                let s = std::fs::read_to_string(f)
+                    .map_err(|e| format!("--oauth-client-secret-file {}: {e}", f.display()))?;
+                let s = s.trim();
+                if s.is_empty() {
+                    return Err(format!("--oauth-client-secret-file {}: empty", f.display()));
+                }
+                Some(Secret(s.to_owned()))
+            }
+            None => None,
+        };
+        let dir =
+            match (&self.oauth_dir, crate::oauth::store::default_dir()) {
+                (Some(d), _) => d.clone(),
+                (None, Some(d)) => d,
+                // Without a home there is nowhere to keep a login: OAuth stays off unless asked for.
+                (None, None) if !self.explicit() => return Ok(None),
+                (None, None) => return Err(
+                    "no place for OAuth logins: set HOME or XDG_CONFIG_HOME, or give --oauth-dir"
+                        .into(),
+                ),
+            };
+        Ok(Some(OAuthSettings {
+            trigger: if self.explicit() {
+                Trigger::Always
+            } else {
+                Trigger::Auto
+            },
+            dir,
+            client: StaticClient {
+                client_id: self.oauth_client_id.clone(),
+                client_secret,
+            },
+            scope: self.oauth_scope.clone(),
+            no_resource: self.oauth_no_resource,
+            login: LoginSettings {
+                callback_port: self.oauth_callback_port,
+                no_browser: self.no_browser,
+                timeout: self.oauth_timeout,
+                params: self.oauth_param.clone(),
+            },
+        }))
+    }
 }
 
 impl ConnectArgs {
     pub fn config(&self) -> Result<RemoteConfig, String> {
-        self.remote
-            .config(&self.url, self.probe_timeout, Naming::Flags)
+        let cfg = self
+            .remote
+            .config(&self.url, self.probe_timeout, Naming::Flags)?;
+        let static_auth = cfg.has_token || cfg.headers.iter().any(|(k, _)| *k == AUTHORIZATION);
+        let oauth = self.oauth.settings(static_auth)?;
+        Ok(cfg.with_oauth(oauth))
     }
 }
 
@@ -74,6 +209,78 @@ mod tests {
             connect(&["http://h/mcp"]).config().unwrap().request_timeout,
             None
         );
+    }
+
+    #[test]
+    fn oauth_flags_parse_and_bad_values_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let cfg = connect(&["https://h.example/mcp", "--oauth-dir", d])
+            .config()
+            .unwrap();
+        let o = cfg.oauth.unwrap();
+        assert_eq!(o.trigger, Trigger::Auto);
+        assert_eq!(o.login.timeout, Duration::from_secs(300));
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "client-s3cret\n").unwrap();
+        let a = connect(&[
+            "https://h.example/mcp",
+            "--oauth-dir",
+            d,
+            "--oauth-client-id",
+            "cid",
+            "--oauth-client-secret-file",
+            secret.to_str().unwrap(),
+            "--oauth-param",
+            "audience=api",
+            "--oauth-param",
+            "prompt=consent",
+            "--oauth-callback-port",
+            "33418",
+            "--oauth-no-resource",
+            "--no-browser",
+        ]);
+        let o = a.config().unwrap().oauth.unwrap();
+        assert_eq!(o.trigger, Trigger::Always);
+        assert_eq!(o.client.client_id.as_deref(), Some("cid"));
+        assert_eq!(o.login.params.len(), 2);
+        assert_eq!(o.login.callback_port, Some(33418));
+        assert!(o.no_resource && o.login.no_browser);
+        assert!(!format!("{o:?}").contains("client-s3cret"), "{o:?}");
+        // A static token turns OAuth off; with OAuth flags it is a usage error.
+        let tok = dir.path().join("t");
+        std::fs::write(&tok, "t0k").unwrap();
+        let t = tok.to_str().unwrap();
+        let a = connect(&["https://h/mcp", "--bearer-token-file", t]);
+        assert!(a.config().unwrap().oauth.is_none());
+        let a = connect(&["https://h/mcp", "--bearer-token-file", t, "--oauth"]);
+        assert!(a.config().is_err());
+        assert!(connect(&["https://h/mcp", "--no-oauth"])
+            .config()
+            .unwrap()
+            .oauth
+            .is_none());
+        for bad in [
+            &["--oauth-param", "novalue"][..],
+            &["--oauth-callback-port", "0"],
+            &["--oauth-callback-port", "70000"],
+            &["--oauth-client-secret-file", "f"],
+            &["--oauth", "--no-oauth"],
+            &["--oauth-timeout", "soon"],
+        ] {
+            let args = ["mcp-bridge", "connect", "https://h/mcp"].iter().chain(bad);
+            assert!(Cli::try_parse_from(args).is_err(), "{bad:?}");
+        }
+        let a = connect(&["https://h/mcp", "--oauth-timeout", "0s"]);
+        assert!(a.config().is_err());
+        let a = connect(&[
+            "https://h/mcp",
+            "--oauth-client-id",
+            "c",
+            "--oauth-client-secret-file",
+            "/nonexistent/x",
+        ]);
+        assert!(a.config().is_err());
     }
 
     #[test]

@@ -250,6 +250,7 @@ impl RemoteArgs {
             max_response: self.max_response,
             probe_timeout,
             idle_timeout: self.idle_timeout,
+            oauth: None,
         })
     }
 }

@@ -154,6 +154,7 @@ impl PartialEq for RemoteSpec {
             max_response,
             probe_timeout: _,
             idle_timeout,
+            oauth: _,
         } = &self.0;
         let o = &other.0;
         *url == o.url

@@ -20,6 +20,8 @@ pub(super) enum Fault {
     Broken(String),
     Timeout(u64),
     Auth(u16),
+    /// The OAuth login (or refresh) after a 401 failed; why (no secrets).
+    Login(String),
     Status(u16, String),
     SessionGone,
     Malformed(String),
@@ -34,6 +36,7 @@ impl Fault {
             Fault::Timeout(_) => "timeout",
             Fault::Auth(401) => "unauthorized",
             Fault::Auth(_) => "forbidden",
+            Fault::Login(_) => "login_failed",
             Fault::Status(..) => "http_status",
             Fault::SessionGone => "session_expired",
             Fault::Malformed(_) => "malformed_response",
@@ -49,7 +52,11 @@ impl Fault {
             | Fault::Broken(_)
             | Fault::Malformed(_)
             | Fault::Oversize(_) => Some(self.reason()),
-            Fault::Timeout(_) | Fault::Auth(_) | Fault::Status(..) | Fault::SessionGone => None,
+            Fault::Timeout(_)
+            | Fault::Auth(_)
+            | Fault::Login(_)
+            | Fault::Status(..)
+            | Fault::SessionGone => None,
         }
     }
 
@@ -87,6 +94,9 @@ impl Fault {
                     )
                 }
             }
+            Fault::Login(why) => format!(
+                "the remote MCP server at {origin} needs an OAuth login, which failed: {why}"
+            ),
             Fault::Status(s, body) => {
                 format!("the remote MCP server at {origin} answered HTTP {s}: {body}")
             }
@@ -103,6 +113,9 @@ impl Fault {
         if let Fault::Auth(s) | Fault::Status(s, _) = self {
             data["httpStatus"] = json!(s);
         }
+        if let Fault::Login(_) = self {
+            data["httpStatus"] = json!(401);
+        }
         BridgeError::Remote {
             reason: self.reason(),
             message: msg,
@@ -112,7 +125,10 @@ impl Fault {
 
     /// Could the request have reached the server?
     pub(super) fn may_have_reached(&self) -> bool {
-        !matches!(self, Fault::Unreachable { .. } | Fault::Auth(_))
+        !matches!(
+            self,
+            Fault::Unreachable { .. } | Fault::Auth(_) | Fault::Login(_)
+        )
     }
 }
 

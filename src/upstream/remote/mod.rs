@@ -42,9 +42,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::header::{HeaderName, HeaderValue};
 use http::{Method, Uri};
-use http_body_util::Full;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client;
 use serde_json::json;
 use serde_json::value::RawValue;
 use tokio::sync::OnceCell;
@@ -85,6 +82,19 @@ pub struct RemoteConfig {
     /// An SSE stream silent (no event, no keep-alive comment) this long is treated as dead.
     /// `None` = no limit (TCP keep-alive still detects a vanished peer).
     pub idle_timeout: Option<Duration>,
+    /// Log in with OAuth on a 401 (`connect` without a static token); None = never.
+    /// (Boxed: it is large and most remotes have none.)
+    pub oauth: Option<Box<crate::oauth::OAuthSettings>>,
+}
+
+impl RemoteConfig {
+    /// The same settings with OAuth login on (or off).
+    pub fn with_oauth(self, oauth: Option<crate::oauth::OAuthSettings>) -> Self {
+        RemoteConfig {
+            oauth: oauth.map(Box::new),
+            ..self
+        }
+    }
 }
 
 /// What the remote is, once known.
@@ -115,12 +125,14 @@ struct Answer {
     session: Option<String>,
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = crate::oauth::http::Https;
 
 /// The remote upstream. Cheap to share (`Arc`).
 pub struct Remote {
     cfg: RemoteConfig,
     client: HttpClient,
+    /// The OAuth login for this server (`connect` without a static token).
+    oauth: Option<crate::oauth::OAuth>,
     origin: String,
     next_id: AtomicU64,
     mode: OnceCell<Mode>,
@@ -172,9 +184,18 @@ impl Remote {
         if !matches!(cfg.url.scheme_str(), Some("http" | "https")) {
             return Err(format!("URL must be http:// or https://, got {origin}"));
         }
+        let oauth = match &cfg.oauth {
+            Some(o) => Some(crate::oauth::OAuth::new(
+                (**o).clone(),
+                &cfg.url.to_string(),
+                client.clone(),
+            )?),
+            None => None,
+        };
         Ok(Arc::new(Self {
             cfg,
             client,
+            oauth,
             origin,
             next_id: AtomicU64::new(1),
             mode: OnceCell::new(),

@@ -3,6 +3,8 @@
 //! header rules) and the discover result built for a 2025 remote.
 
 use http::header::{HeaderName, HeaderValue};
+use std::time::Duration;
+
 use http::HeaderMap;
 use serde_json::json;
 use serde_json::value::RawValue;
@@ -50,6 +52,22 @@ impl Remote {
         h
     }
 
+    /// Wait for the probe's answer for `--probe-timeout`, or, while an OAuth login it
+    /// started is under way, for as long as that login may take (its own bound) on top.
+    async fn probe_wait<F: std::future::Future>(&self, fut: F) -> Result<F::Output, ()> {
+        let mut fut = std::pin::pin!(fut);
+        if let Ok(r) = tokio::time::timeout(self.cfg.probe_timeout, &mut fut).await {
+            return Ok(r);
+        }
+        match &self.oauth {
+            Some(o) if o.logging_in() => {
+                let limit = o.login_timeout() + Duration::from_secs(60);
+                tokio::time::timeout(limit, fut).await.map_err(|_| ())
+            }
+            _ => Err(()),
+        }
+    }
+
     pub(super) async fn probe(&self) -> Result<Mode, Fault> {
         match self.cfg.protocol.as_deref() {
             Some(protocol::MODERN) => return Ok(Mode::Modern),
@@ -68,15 +86,18 @@ impl Remote {
         let legacy = Mode::Legacy {
             version: protocol::LEGACY_LATEST.to_owned(),
         };
-        let ans = match tokio::time::timeout(self.cfg.probe_timeout, fut).await {
+        let ans = match self.probe_wait(fut).await {
             Err(_) => {
                 debug!("no answer to server/discover in time: assuming a 2025 server");
                 return Ok(legacy);
             }
             Ok(Ok(a)) => a,
-            Ok(Err(f @ (Fault::Unreachable { .. } | Fault::Auth(_) | Fault::Broken(_)))) => {
-                return Err(f)
-            }
+            Ok(Err(
+                f @ (Fault::Unreachable { .. }
+                | Fault::Auth(_)
+                | Fault::Login(_)
+                | Fault::Broken(_)),
+            )) => return Err(f),
             Ok(Err(f)) => {
                 debug!(
                     "server/discover failed ({}): assuming a 2025 server",

@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use http::header::{HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use http::{HeaderMap, Method, Request, Response};
+use http::header::{
+    HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE,
+};
+use http::{HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::HttpConnector;
@@ -115,11 +117,52 @@ impl Remote {
             .unwrap_or_else(|_| Request::new(Full::new(Bytes::new())))
     }
 
-    /// Send one request, with backoff after repeated connection failures.
+    /// Send one request with the OAuth token (when logged in); on a 401 refresh or log in and
+    /// send it once more. Without OAuth this is `send_once`.
     pub(super) async fn send(
         &self,
-        req: Request<Full<Bytes>>,
+        mut req: Request<Full<Bytes>>,
     ) -> Result<Response<Incoming>, Fault> {
+        let Some(oauth) = &self.oauth else {
+            return self.send_once(req).await;
+        };
+        if let Some(v) = oauth.header().await {
+            req.headers_mut().insert(AUTHORIZATION, v);
+        }
+        let sent = req.headers().get(AUTHORIZATION).cloned();
+        let (parts, body) = req.into_parts();
+        let again = (parts.method.clone(), parts.headers.clone(), body.clone());
+        let resp = self.send_once(Request::from_parts(parts, body)).await?;
+        if resp.status() != StatusCode::UNAUTHORIZED {
+            return Ok(resp);
+        }
+        let challenge = crate::oauth::challenge::bearer(
+            resp.headers()
+                .get_all(WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok()),
+        );
+        match oauth.recover(challenge, sent.as_ref()).await {
+            Ok(v) => {
+                drop(resp);
+                let (method, mut headers, body) = again;
+                headers.insert(AUTHORIZATION, v);
+                let mut req = Request::new(body);
+                *req.method_mut() = method;
+                *req.uri_mut() = self.cfg.url.clone();
+                *req.headers_mut() = headers;
+                self.send_once(req).await
+            }
+            Err(crate::oauth::Recover::NotOAuth) => Ok(resp),
+            Err(crate::oauth::Recover::Failed(why)) => {
+                warn!("OAuth login for {} failed: {why}", self.origin);
+                Err(Fault::Login(why))
+            }
+        }
+    }
+
+    /// Send one request, with backoff after repeated connection failures.
+    async fn send_once(&self, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, Fault> {
         let wait = {
             let f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
             f.1.map(|t| t.saturating_duration_since(Instant::now()))

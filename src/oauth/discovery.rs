@@ -1,0 +1,319 @@
+//! Discovery (MCP authorization, 2025-11-25 and 2026-07-28): the resource's Protected Resource
+//! Metadata (RFC 9728) from the 401's `resource_metadata`, else the well-known URIs in the
+//! spec's order (path-inserted, then root); then its authorization server's metadata in the
+//! spec's order (RFC 8414 path insertion, OIDC path insertion, OIDC path appending), with the
+//! issuer checked against the URL it came from; and the scopes to ask for (the 401's `scope`,
+//! else the resource's `scopes_supported`, else none). Hand-written: these are two small JSON
+//! fetches and the `oauth2` crate does not do them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tracing::{debug, info};
+use url::Url;
+
+use super::challenge::Bearer;
+use super::http::{check_url, redact, Fetch};
+
+/// What an authorization server says about itself (the fields this client uses).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AsMeta {
+    pub issuer: String,
+    pub authorization_endpoint: String,
+    pub token_endpoint: String,
+    #[serde(default)]
+    pub registration_endpoint: Option<String>,
+    #[serde(default)]
+    pub code_challenge_methods_supported: Vec<String>,
+}
+
+/// The outcome of discovery.
+#[derive(Debug, Clone)]
+pub struct Discovered {
+    /// The resource identifier (RFC 8707 `resource`): the PRM's `resource`.
+    pub resource: String,
+    pub server: AsMeta,
+    /// The scopes to ask for (space-separated), if any.
+    pub scope: Option<String>,
+}
+
+/// Why discovery stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum DiscoverError {
+    /// The resource publishes no metadata: it is not an OAuth-protected MCP server.
+    #[error("the server publishes no OAuth protected resource metadata ({0})")]
+    NoMetadata(String),
+    #[error("{0}")]
+    Bad(String),
+}
+
+/// The PRM URLs to try for `server` when the 401 named none: path-inserted, then root.
+pub fn prm_candidates(server: &Url) -> Vec<Url> {
+    well_known(server, "oauth-protected-resource")
+}
+
+/// The metadata URLs of an issuer, in the spec's order.
+pub fn as_candidates(issuer: &Url) -> Vec<Url> {
+    let path = issuer.path().trim_end_matches('/');
+    let mut out = Vec::new();
+    let mut at = |p: String| {
+        let mut u = issuer.clone();
+        u.set_path(&p);
+        u.set_query(None);
+        u.set_fragment(None);
+        out.push(u);
+    };
+    if path.is_empty() {
+        at("/.well-known/oauth-authorization-server".into());
+        at("/.well-known/openid-configuration".into());
+    } else {
+        at(format!("/.well-known/oauth-authorization-server{path}"));
+        at(format!("/.well-known/openid-configuration{path}"));
+        at(format!("{path}/.well-known/openid-configuration"));
+    }
+    out
+}
+
+fn well_known(server: &Url, name: &str) -> Vec<Url> {
+    let path = server.path().trim_end_matches('/');
+    let mut out = Vec::new();
+    for p in [
+        format!("/.well-known/{name}{path}"),
+        format!("/.well-known/{name}"),
+    ] {
+        let mut u = server.clone();
+        u.set_path(&p);
+        u.set_query(None);
+        u.set_fragment(None);
+        if !out.contains(&u) {
+            out.push(u);
+        }
+    }
+    out
+}
+
+/// The resource identifier of `server`: no fragment, no query.
+pub fn canonical(server: &Url) -> String {
+    let mut u = server.clone();
+    u.set_fragment(None);
+    u.set_query(None);
+    u.to_string()
+}
+
+/// Is `resource` (from the PRM) the resource the client asked for, or a parent of it
+/// (same origin, its path a prefix of the server's on a segment boundary)?
+pub fn resource_matches(resource: &str, server: &Url) -> bool {
+    let Ok(r) = Url::parse(resource) else {
+        return false;
+    };
+    if r.origin() != server.origin() {
+        return false;
+    }
+    let rp = r.path().trim_end_matches('/');
+    let sp = server.path().trim_end_matches('/');
+    sp == rp || sp.starts_with(&format!("{rp}/"))
+}
+
+/// Run discovery for `server` after a 401 with `challenge`.
+pub async fn discover(
+    fetch: &Fetch,
+    server: &Url,
+    challenge: &Bearer,
+) -> Result<Discovered, DiscoverError> {
+    let (prm_url, prm) = fetch_prm(fetch, server, challenge).await?;
+    let resource = match prm.get("resource").and_then(Value::as_str) {
+        Some(r) if resource_matches(r, server) => r.to_owned(),
+        Some(r) => {
+            return Err(DiscoverError::Bad(format!(
+                "the protected resource metadata at {} is for {r}, not for {}",
+                redact(&prm_url),
+                canonical(server)
+            )))
+        }
+        None => {
+            return Err(DiscoverError::Bad(format!(
+                "the protected resource metadata at {} has no \"resource\"",
+                redact(&prm_url)
+            )))
+        }
+    };
+    let issuer = prm
+        .get("authorization_servers")
+        .and_then(Value::as_array)
+        .and_then(|a| a.iter().find_map(Value::as_str))
+        .ok_or_else(|| {
+            DiscoverError::Bad(format!(
+                "the protected resource metadata at {} names no authorization server",
+                redact(&prm_url)
+            ))
+        })?;
+    let server_meta = fetch_as(fetch, issuer).await?;
+    let scope = challenge
+        .scope
+        .clone()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(|| {
+            let s: Vec<&str> = prm
+                .get("scopes_supported")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            (!s.is_empty()).then(|| s.join(" "))
+        });
+    info!(
+        "authorization server for {}: {}",
+        canonical(server),
+        server_meta.issuer
+    );
+    Ok(Discovered {
+        resource,
+        server: server_meta,
+        scope,
+    })
+}
+
+async fn fetch_prm(
+    fetch: &Fetch,
+    server: &Url,
+    challenge: &Bearer,
+) -> Result<(Url, Value), DiscoverError> {
+    if let Some(u) = &challenge.resource_metadata {
+        // The server named it: any failure is an error.
+        let u = Url::parse(u)
+            .map_err(|e| DiscoverError::Bad(format!("resource_metadata {u:?}: {e}")))?;
+        check_url(&u).map_err(DiscoverError::Bad)?;
+        return match fetch.get_json(&u).await {
+            Ok(Some(v)) if v.is_object() => Ok((u, v)),
+            Ok(_) => Err(DiscoverError::Bad(format!(
+                "no protected resource metadata at {} (named by the server's 401)",
+                redact(&u)
+            ))),
+            Err(e) => Err(DiscoverError::Bad(e.to_string())),
+        };
+    }
+    // Guessed URIs: a miss of any kind means "not published here".
+    let candidates = prm_candidates(server);
+    for u in &candidates {
+        if let Err(e) = check_url(u) {
+            debug!("{e}");
+            continue;
+        }
+        match fetch.get_json(u).await {
+            Ok(Some(v)) if v.is_object() => return Ok((u.clone(), v)),
+            Ok(_) => debug!("no protected resource metadata at {}", redact(u)),
+            Err(e) => debug!("no protected resource metadata: {e}"),
+        }
+    }
+    let tried: Vec<String> = candidates.iter().map(redact).collect();
+    Err(DiscoverError::NoMetadata(tried.join(", ")))
+}
+
+async fn fetch_as(fetch: &Fetch, issuer: &str) -> Result<AsMeta, DiscoverError> {
+    let iu = Url::parse(issuer)
+        .map_err(|e| DiscoverError::Bad(format!("authorization server {issuer:?}: {e}")))?;
+    check_url(&iu).map_err(DiscoverError::Bad)?;
+    for u in as_candidates(&iu) {
+        let v = match fetch.get_json(&u).await {
+            Ok(Some(v)) => v,
+            Ok(None) => continue,
+            Err(e) => return Err(DiscoverError::Bad(e.to_string())),
+        };
+        let m: AsMeta = serde_json::from_value(v).map_err(|e| {
+            DiscoverError::Bad(format!(
+                "authorization server metadata at {}: {e}",
+                redact(&u)
+            ))
+        })?;
+        if m.issuer.trim_end_matches('/') != issuer.trim_end_matches('/') {
+            return Err(DiscoverError::Bad(format!(
+                "the metadata at {} names issuer {} instead of {issuer}",
+                redact(&u),
+                m.issuer
+            )));
+        }
+        if !m
+            .code_challenge_methods_supported
+            .iter()
+            .any(|c| c == "S256")
+        {
+            return Err(DiscoverError::Bad(format!(
+                "the authorization server {issuer} does not list PKCE S256 in \
+                 code_challenge_methods_supported"
+            )));
+        }
+        for e in [&m.authorization_endpoint, &m.token_endpoint]
+            .into_iter()
+            .chain(m.registration_endpoint.as_ref())
+        {
+            let eu = Url::parse(e).map_err(|x| DiscoverError::Bad(format!("{e:?}: {x}")))?;
+            check_url(&eu).map_err(DiscoverError::Bad)?;
+        }
+        return Ok(m);
+    }
+    Err(DiscoverError::Bad(format!(
+        "no authorization server metadata found for {issuer}"
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn u(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn prm_order_is_path_inserted_then_root() {
+        let c: Vec<String> = prm_candidates(&u("https://h.example/public/mcp?x=1"))
+            .iter()
+            .map(Url::to_string)
+            .collect();
+        assert_eq!(
+            c,
+            [
+                "https://h.example/.well-known/oauth-protected-resource/public/mcp",
+                "https://h.example/.well-known/oauth-protected-resource"
+            ]
+        );
+        assert_eq!(prm_candidates(&u("https://h.example/")).len(), 1);
+    }
+
+    #[test]
+    fn as_order_follows_the_spec() {
+        let c: Vec<String> = as_candidates(&u("https://auth.example/tenant1"))
+            .iter()
+            .map(Url::to_string)
+            .collect();
+        assert_eq!(
+            c,
+            [
+                "https://auth.example/.well-known/oauth-authorization-server/tenant1",
+                "https://auth.example/.well-known/openid-configuration/tenant1",
+                "https://auth.example/tenant1/.well-known/openid-configuration"
+            ]
+        );
+        let c: Vec<String> = as_candidates(&u("https://auth.example"))
+            .iter()
+            .map(Url::to_string)
+            .collect();
+        assert_eq!(
+            c,
+            [
+                "https://auth.example/.well-known/oauth-authorization-server",
+                "https://auth.example/.well-known/openid-configuration"
+            ]
+        );
+    }
+
+    #[test]
+    fn resource_must_be_the_server_or_a_parent() {
+        let s = u("https://h.example/mcp");
+        assert!(resource_matches("https://h.example/mcp", &s));
+        assert!(resource_matches("https://h.example/mcp/", &s));
+        assert!(resource_matches("https://h.example", &s));
+        assert!(!resource_matches("https://h.example/mc", &s));
+        assert!(!resource_matches("https://evil.example/mcp", &s));
+        assert!(!resource_matches("http://h.example/mcp", &s));
+        assert!(!resource_matches("not a url", &s));
+    }
+}

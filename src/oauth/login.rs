@@ -1,0 +1,371 @@
+//! The interactive login and the token requests: the loopback callback listener on 127.0.0.1
+//! (a fixed port, or one derived stably from the server URL so that a dynamic registration
+//! stays valid across runs, falling back to any free port), the browser (`$BROWSER URL`, else
+//! `xdg-open`; the URL always on stderr, never stdout, which belongs to the host), the
+//! authorization code grant with PKCE S256, a checked `state`, RFC 8707 `resource` and extra
+//! parameters, and the refresh grant. The grants themselves are the `oauth2` crate's (PKCE,
+//! the form encoding, error parsing); this file only drives them, with every wait bounded.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Response, StatusCode};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use oauth2::basic::{BasicClient, BasicErrorResponseType};
+use oauth2::{
+    AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet,
+    PkceCodeChallenge, RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse,
+    TokenUrl,
+};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+use super::discovery::AsMeta;
+use super::http::Fetch;
+use super::store::{now_secs, ClientRecord, Secret, TokenRecord};
+
+/// The login's own settings (from flags).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoginSettings {
+    pub callback_port: Option<u16>,
+    pub no_browser: bool,
+    pub timeout: Duration,
+    pub params: Vec<(String, String)>,
+}
+
+type Oauth = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
+
+/// A stable port for `server` in 49152..=65000 (the dynamic range, minus its top).
+pub fn derived_port(server: &str) -> u16 {
+    use sha2::Digest;
+    let d = sha2::Sha256::digest(server.as_bytes());
+    49152 + (u16::from_be_bytes([d[0], d[1]]) % (65000 - 49152 + 1))
+}
+
+/// Bind the callback listener: `port` if given (an error if taken), else the derived port,
+/// else any free one.
+pub async fn bind_callback(server: &str, port: Option<u16>) -> Result<TcpListener, String> {
+    if let Some(p) = port {
+        return TcpListener::bind(("127.0.0.1", p))
+            .await
+            .map_err(|e| format!("cannot listen for the OAuth callback on 127.0.0.1:{p}: {e}"));
+    }
+    let p = derived_port(server);
+    match TcpListener::bind(("127.0.0.1", p)).await {
+        Ok(l) => Ok(l),
+        Err(e) => {
+            warn!("callback port {p} is taken ({e}); using a free port (a dynamic registration for the old port is replaced)");
+            TcpListener::bind(("127.0.0.1", 0))
+                .await
+                .map_err(|e| format!("cannot listen for the OAuth callback: {e}"))
+        }
+    }
+}
+
+pub fn redirect_uri(l: &TcpListener) -> String {
+    let port = l.local_addr().map(|a| a.port()).unwrap_or(0);
+    format!("http://127.0.0.1:{port}/callback")
+}
+
+fn oauth_client(meta: &AsMeta, client: &ClientRecord) -> Result<Oauth, String> {
+    let mut c = BasicClient::new(ClientId::new(client.client_id.clone()))
+        .set_auth_uri(AuthUrl::new(meta.authorization_endpoint.clone()).map_err(|e| e.to_string())?)
+        .set_token_uri(TokenUrl::new(meta.token_endpoint.clone()).map_err(|e| e.to_string())?)
+        .set_redirect_uri(
+            RedirectUrl::new(client.redirect_uri.clone()).map_err(|e| e.to_string())?,
+        );
+    if let Some(s) = &client.client_secret {
+        c = c.set_client_secret(ClientSecret::new(s.0.clone()));
+    }
+    Ok(c)
+}
+
+fn token_record(
+    t: &oauth2::basic::BasicTokenResponse,
+    old_refresh: Option<&Secret>,
+) -> TokenRecord {
+    TokenRecord {
+        access_token: Secret(t.access_token().secret().clone()),
+        refresh_token: t
+            .refresh_token()
+            .map(|r| Secret(r.secret().clone()))
+            .or_else(|| old_refresh.cloned()),
+        expires_at: t
+            .expires_in()
+            .map(|d| now_secs().saturating_add(d.as_secs())),
+        scope: t
+            .scopes()
+            .map(|s| s.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(" ")),
+    }
+}
+
+/// Why a token request failed: `invalid_grant` (the grant is dead: log in again) or the rest.
+#[derive(Debug)]
+pub enum GrantError {
+    InvalidGrant,
+    Other(String),
+}
+
+fn grant_error<E: std::error::Error>(
+    e: RequestTokenError<E, oauth2::basic::BasicErrorResponse>,
+) -> GrantError {
+    match e {
+        RequestTokenError::ServerResponse(r)
+            if *r.error() == BasicErrorResponseType::InvalidGrant =>
+        {
+            GrantError::InvalidGrant
+        }
+        RequestTokenError::ServerResponse(r) => GrantError::Other(format!(
+            "the token endpoint refused: {}{}",
+            r.error(),
+            r.error_description()
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )),
+        RequestTokenError::Request(e) => GrantError::Other(format!("token request failed: {e}")),
+        RequestTokenError::Parse(e, _) => {
+            GrantError::Other(format!("the token endpoint's answer is not a token: {e}"))
+        }
+        RequestTokenError::Other(s) => GrantError::Other(s),
+    }
+}
+
+/// The refresh grant.
+pub async fn refresh(
+    fetch: &Fetch,
+    meta: &AsMeta,
+    client: &ClientRecord,
+    refresh_token: &Secret,
+    resource: Option<&str>,
+) -> Result<TokenRecord, GrantError> {
+    let c = oauth_client(meta, client).map_err(GrantError::Other)?;
+    let rt = RefreshToken::new(refresh_token.0.clone());
+    let http = |req| {
+        let f = fetch.clone();
+        async move { f.oauth2(req).await }
+    };
+    let mut req = c.exchange_refresh_token(&rt);
+    if let Some(r) = resource {
+        req = req.add_extra_param("resource", r.to_owned());
+    }
+    let t = req.request_async(&http).await.map_err(grant_error)?;
+    Ok(token_record(&t, Some(refresh_token)))
+}
+
+/// What the callback got.
+type Callback = Result<String, String>;
+
+/// The whole interactive login on `listener`: open the browser, wait (bounded) for the
+/// callback, exchange the code.
+pub async fn authorize(
+    fetch: &Fetch,
+    meta: &AsMeta,
+    client: &ClientRecord,
+    resource: Option<&str>,
+    scope: Option<&str>,
+    settings: &LoginSettings,
+    listener: TcpListener,
+) -> Result<TokenRecord, String> {
+    let c = oauth_client(meta, client)?;
+    let (challenge, verifier) = PkceCodeChallenge::new_random_sha256();
+    let mut a = c
+        .authorize_url(CsrfToken::new_random)
+        .set_pkce_challenge(challenge);
+    if let Some(s) = scope {
+        a = a.add_scopes(s.split_whitespace().map(|x| Scope::new(x.to_owned())));
+    }
+    if let Some(r) = resource {
+        a = a.add_extra_param("resource", r.to_owned());
+    }
+    for (k, v) in &settings.params {
+        a = a.add_extra_param(k.clone(), v.clone());
+    }
+    let (url, state) = a.url();
+    eprintln!(
+        "mcp-bridge: to log in to {}, open this URL in a browser:\n\n  {url}\n",
+        meta.issuer
+    );
+    if !settings.no_browser {
+        open_browser(url.as_str(), settings.timeout);
+    }
+    let (tx, mut rx) = mpsc::channel::<Callback>(1);
+    let serve = serve_callback(listener, state.secret().clone(), tx);
+    let code = tokio::select! {
+        r = rx.recv() => r.unwrap_or_else(|| Err("the callback listener stopped".into()))?,
+        () = serve => return Err("the callback listener stopped".into()),
+        () = tokio::time::sleep(settings.timeout) => {
+            return Err(format!(
+                "no OAuth callback within {} s (--oauth-timeout): the login was not completed",
+                settings.timeout.as_secs()
+            ))
+        }
+    };
+    let http = |req| {
+        let f = fetch.clone();
+        async move { f.oauth2(req).await }
+    };
+    let mut req = c
+        .exchange_code(AuthorizationCode::new(code))
+        .set_pkce_verifier(verifier);
+    if let Some(r) = resource {
+        req = req.add_extra_param("resource", r.to_owned());
+    }
+    let t = req
+        .request_async(&http)
+        .await
+        .map_err(|e| match grant_error(e) {
+            GrantError::InvalidGrant => {
+                "the token endpoint refused the authorization code (invalid_grant)".to_owned()
+            }
+            GrantError::Other(s) => s,
+        })?;
+    info!("logged in to {}", meta.issuer);
+    Ok(token_record(&t, None))
+}
+
+/// `$BROWSER URL` (its first entry when it lists several), else `xdg-open URL`; the child's
+/// stdout goes nowhere (ours is the host's), and it is reaped in the background, bounded.
+fn open_browser(url: &str, limit: Duration) {
+    let prog = std::env::var("BROWSER")
+        .ok()
+        .and_then(|b| b.split(':').next().map(str::to_owned))
+        .filter(|b| !b.trim().is_empty())
+        .unwrap_or_else(|| "xdg-open".into());
+    let child = tokio::process::Command::new(&prog)
+        .arg(url)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn();
+    match child {
+        Ok(mut c) => {
+            tokio::spawn(async move {
+                let _ = tokio::time::timeout(limit, c.wait()).await;
+            });
+        }
+        Err(e) => warn!("could not start the browser ({prog}): {e}; open the URL yourself"),
+    }
+}
+
+/// Serve the callback until the sender is used (or dropped with the listener).
+async fn serve_callback(listener: TcpListener, state: String, tx: mpsc::Sender<Callback>) {
+    let slot = Arc::new(Mutex::new(Some(tx)));
+    loop {
+        let Ok((sock, _)) = listener.accept().await else {
+            // Out of descriptors or the like: do not spin.
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let (slot, state) = (slot.clone(), state.clone());
+        tokio::spawn(async move {
+            let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
+                let r = callback_answer(req.uri().path(), req.uri().query(), &state, &slot);
+                async move { Ok::<_, Infallible>(r) }
+            });
+            let conn = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(sock), svc);
+            let _ = tokio::time::timeout(Duration::from_secs(30), conn).await;
+        });
+    }
+}
+
+fn page(status: StatusCode, text: &str) -> Response<Full<Bytes>> {
+    let body = format!(
+        "<!doctype html><meta charset=utf-8><title>mcp-bridge</title>\
+         <body style=\"font-family:sans-serif\"><p>{text}</p></body>"
+    );
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    r
+}
+
+fn callback_answer(
+    path: &str,
+    query: Option<&str>,
+    state: &str,
+    slot: &Mutex<Option<mpsc::Sender<Callback>>>,
+) -> Response<Full<Bytes>> {
+    if path != "/callback" {
+        return page(StatusCode::NOT_FOUND, "Not found.");
+    }
+    let q: HashMap<String, String> = url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .into_owned()
+        .collect();
+    let state_ok = q
+        .get("state")
+        .is_some_and(|s| subtle::ConstantTimeEq::ct_eq(s.as_bytes(), state.as_bytes()).into());
+    if !state_ok {
+        debug!("OAuth callback with a wrong or missing state ignored");
+        return page(
+            StatusCode::BAD_REQUEST,
+            "This login link is not the one mcp-bridge is waiting for.",
+        );
+    }
+    let outcome = match (q.get("code"), q.get("error")) {
+        (Some(c), None) if !c.is_empty() => Ok(c.clone()),
+        (_, Some(e)) => Err(format!(
+            "the authorization server refused the login: {e}{}",
+            q.get("error_description")
+                .map(|d| format!(" ({d})"))
+                .unwrap_or_default()
+        )),
+        _ => Err("the OAuth callback carried no code".into()),
+    };
+    let ok = outcome.is_ok();
+    if let Some(tx) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        let _ = tx.try_send(outcome);
+    }
+    if ok {
+        page(
+            StatusCode::OK,
+            "Logged in. You can close this window and return to your application.",
+        )
+    } else {
+        page(
+            StatusCode::BAD_REQUEST,
+            "The login failed; see mcp-bridge's log.",
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn derived_ports_are_stable_and_high() {
+        let a = derived_port("https://a.example/mcp");
+        assert_eq!(a, derived_port("https://a.example/mcp"));
+        assert!((49152..=65000).contains(&a));
+        assert_ne!(a, derived_port("https://b.example/mcp"));
+    }
+
+    #[test]
+    fn the_callback_checks_state_and_answers_once() {
+        let (tx, mut rx) = mpsc::channel(1);
+        let slot = Mutex::new(Some(tx));
+        let r = callback_answer("/callback", Some("code=c1&state=bad"), "s1", &slot);
+        assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(
+            callback_answer("/other", Some("code=c1&state=s1"), "s1", &slot).status(),
+            StatusCode::NOT_FOUND
+        );
+        let r = callback_answer("/callback", Some("code=c%2B1&state=s1"), "s1", &slot);
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(rx.try_recv().unwrap(), Ok("c+1".to_owned()));
+        let _ = callback_answer("/callback", Some("code=c2&state=s1"), "s1", &slot);
+        assert!(rx.try_recv().is_err(), "a second callback is not delivered");
+    }
+}

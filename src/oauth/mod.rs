@@ -1,0 +1,363 @@
+//! The OAuth 2.1 client of `connect` (MCP authorization): when the remote answers 401 with a
+//! Bearer challenge, discover its authorization server, find out who we are there, log in in
+//! the browser, and keep the tokens (refreshed ahead of expiry and on a later 401).
+//!
+//! The grants (PKCE S256, the authorization-code exchange, refresh) are the `oauth2` crate's,
+//! sent through our own hyper/rustls client (`http`); what it does not do is written here and
+//! small: `challenge` (the `WWW-Authenticate` parser), `discovery` (RFC 9728 / RFC 8414 / OIDC
+//! metadata), `register` (static client or RFC 7591), `store` (the per-server file), `login`
+//! (callback listener, browser, grants). This file owns the state of one server's login:
+//! [`OAuth`] hands out the current `Authorization` value, refreshes it ahead of expiry, and on
+//! a 401 refreshes or logs in, one at a time (a tokio mutex; a request that finds the token
+//! already replaced while it waited just uses the new one).
+//!
+//! A token goes only to the one server URL this client was made for (the remote adds it to its
+//! own requests, never to a redirect or another host), and never into a log line: tokens are
+//! [`store::Secret`]s and header values are marked sensitive.
+
+pub mod challenge;
+pub mod discovery;
+pub mod http;
+pub mod login;
+pub mod register;
+pub mod store;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use ::http::HeaderValue;
+use tracing::{info, warn};
+use url::Url;
+
+use self::challenge::Bearer;
+use self::discovery::DiscoverError;
+use self::http::{Fetch, Https};
+use self::login::{GrantError, LoginSettings};
+use self::register::StaticClient;
+use self::store::{now_secs, Record, Store, TokenRecord, VERSION};
+
+/// Refresh this long before the token expires.
+pub const REFRESH_AHEAD: u64 = 60;
+
+/// When the client logs in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trigger {
+    /// On a 401 that carries a Bearer challenge whose resource publishes metadata; any other
+    /// 401 keeps its advice about tokens.
+    Auto,
+    /// OAuth flags were given: any 401 starts discovery, and its failure is an error.
+    Always,
+}
+
+/// Everything from the flags.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthSettings {
+    pub trigger: Trigger,
+    pub dir: PathBuf,
+    pub client: StaticClient,
+    pub scope: Option<String>,
+    pub no_resource: bool,
+    pub login: LoginSettings,
+}
+
+/// Why a 401 could not be recovered from.
+#[derive(Debug)]
+pub enum Recover {
+    /// Not an OAuth-protected server (as far as we can tell): keep the 401.
+    NotOAuth,
+    /// The login or refresh failed; the message says why (no secrets).
+    Failed(String),
+}
+
+/// One server's login state.
+pub struct OAuth {
+    settings: OAuthSettings,
+    server: Url,
+    fetch: Fetch,
+    store: Store,
+    record: Mutex<Option<Record>>,
+    /// One login or refresh at a time.
+    busy: tokio::sync::Mutex<()>,
+    logging_in: AtomicBool,
+    /// Logins attempted so far, and the last one's failure (with its number): requests that
+    /// queued behind a failed login share its answer instead of each starting another.
+    attempts: AtomicU64,
+    last_failure: Mutex<Option<(u64, String)>>,
+}
+
+impl std::fmt::Debug for OAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OAuth")
+            .field("server", &self.server.as_str())
+            .field("store", &self.store.path())
+            .finish_non_exhaustive()
+    }
+}
+
+fn bearer_value(t: &TokenRecord) -> Option<HeaderValue> {
+    let mut v = HeaderValue::from_str(&format!("Bearer {}", t.access_token.0)).ok()?;
+    v.set_sensitive(true);
+    Some(v)
+}
+
+/// Set while alive (cleared also when the login future is dropped midway).
+struct Flag<'a>(&'a AtomicBool);
+
+impl<'a> Flag<'a> {
+    fn raise(b: &'a AtomicBool) -> Self {
+        b.store(true, Ordering::Relaxed);
+        Flag(b)
+    }
+}
+
+impl Drop for Flag<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+impl OAuth {
+    /// The client for `server`, with whatever login is stored for it.
+    pub fn new(settings: OAuthSettings, server: &str, client: Https) -> Result<Self, String> {
+        let server = Url::parse(server).map_err(|e| format!("{server}: {e}"))?;
+        let client_key = format!(
+            "{}|{}",
+            settings.client.client_id.as_deref().unwrap_or(""),
+            settings.scope.as_deref().unwrap_or("")
+        );
+        let resource_key = if settings.no_resource {
+            "no-resource"
+        } else {
+            "resource"
+        };
+        let store = Store::new(
+            &settings.dir,
+            &[
+                discovery::canonical(&server).as_str(),
+                resource_key,
+                &client_key,
+            ],
+        );
+        let record = store
+            .load()
+            .filter(|r| r.server == discovery::canonical(&server));
+        if record.as_ref().is_some_and(|r| r.token.is_some()) {
+            info!(
+                "using the stored login for {}",
+                discovery::canonical(&server)
+            );
+        }
+        Ok(OAuth {
+            fetch: Fetch::new(client, Duration::from_secs(30)),
+            settings,
+            server,
+            store,
+            record: Mutex::new(record),
+            busy: tokio::sync::Mutex::new(()),
+            logging_in: AtomicBool::new(false),
+            attempts: AtomicU64::new(0),
+            last_failure: Mutex::new(None),
+        })
+    }
+
+    /// Is an interactive login under way (so that a caller's own time limit may wait for it)?
+    pub fn logging_in(&self) -> bool {
+        self.logging_in.load(Ordering::Relaxed)
+    }
+
+    /// How long an interactive login may take.
+    pub fn login_timeout(&self) -> Duration {
+        self.settings.login.timeout
+    }
+
+    fn token(&self) -> Option<TokenRecord> {
+        let r = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        r.as_ref().and_then(|r| r.token.clone())
+    }
+
+    /// The `Authorization` value to send now, refreshed first when it expires within
+    /// [`REFRESH_AHEAD`] seconds (a failed refresh leaves it to the 401 path).
+    pub async fn header(&self) -> Option<HeaderValue> {
+        let t = self.token()?;
+        let due = t
+            .expires_at
+            .is_some_and(|e| e <= now_secs().saturating_add(REFRESH_AHEAD));
+        if due && t.refresh_token.is_some() {
+            let _g = self.busy.lock().await;
+            if self.token().as_ref() == Some(&t) {
+                info!("the access token expires soon: refreshing it");
+                if let Err(e) = self.refresh().await {
+                    warn!("refreshing ahead of expiry failed: {e}");
+                }
+            }
+        }
+        self.token().as_ref().and_then(bearer_value)
+    }
+
+    /// The remote answered 401 to a request sent with `sent` (its `Authorization`, if any):
+    /// refresh or log in, and return the value to retry with.
+    pub async fn recover(
+        &self,
+        challenge: Option<Bearer>,
+        sent: Option<&HeaderValue>,
+    ) -> Result<HeaderValue, Recover> {
+        if self.settings.trigger == Trigger::Auto && challenge.is_none() {
+            return Err(Recover::NotOAuth);
+        }
+        let seen = self.attempts.load(Ordering::SeqCst);
+        let _g = self.busy.lock().await;
+        if let Some((n, why)) = self
+            .last_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        {
+            if n > seen {
+                return Err(Recover::Failed(why));
+            }
+        }
+        let now = self.token().as_ref().and_then(bearer_value);
+        if let Some(v) = now.filter(|v| Some(v) != sent) {
+            return Ok(v);
+        }
+        if self.token().is_some_and(|t| t.refresh_token.is_some()) {
+            match self.refresh().await {
+                Ok(v) => return Ok(v),
+                Err(e) => warn!("refresh failed ({e}); logging in again"),
+            }
+        }
+        let r = {
+            let _flag = Flag::raise(&self.logging_in);
+            self.login(challenge.unwrap_or_default()).await
+        };
+        let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
+        *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = match &r {
+            Err(Recover::Failed(why)) => Some((n, why.clone())),
+            _ => None,
+        };
+        r
+    }
+
+    fn resource_param<'a>(&self, r: &'a Record) -> Option<&'a str> {
+        (!self.settings.no_resource).then_some(r.resource.as_str())
+    }
+
+    /// The refresh grant (the caller holds `busy`). `invalid_grant` drops the token.
+    async fn refresh(&self) -> Result<HeaderValue, String> {
+        let Some(rec) = self
+            .record
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+        else {
+            return Err("no stored login".into());
+        };
+        let (Some(client), Some(t)) = (&rec.client, &rec.token) else {
+            return Err("no stored login".into());
+        };
+        let Some(rt) = &t.refresh_token else {
+            return Err("no refresh token".into());
+        };
+        let r = login::refresh(
+            &self.fetch,
+            &rec.auth_server,
+            client,
+            rt,
+            self.resource_param(&rec),
+        )
+        .await;
+        match r {
+            Ok(t) => {
+                info!("refreshed the access token for {}", rec.resource);
+                self.keep(Record {
+                    token: Some(t),
+                    ..rec
+                })
+                .ok_or_else(|| "the new token is not a valid header".to_owned())
+            }
+            Err(GrantError::InvalidGrant) => {
+                info!("the refresh token was refused (invalid_grant): a new login is needed");
+                self.keep(Record { token: None, ..rec });
+                Err("invalid_grant".into())
+            }
+            Err(GrantError::Other(e)) => Err(e),
+        }
+    }
+
+    /// Keep `r` in memory and on disk; the header value of its token.
+    fn keep(&self, r: Record) -> Option<HeaderValue> {
+        if let Err(e) = self.store.save(&r) {
+            warn!(
+                "cannot save the login to {}: {e}",
+                self.store.path().display()
+            );
+        }
+        let v = r.token.as_ref().and_then(bearer_value);
+        *self.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        v
+    }
+
+    /// Discovery, client, browser login, token (the caller holds `busy`).
+    async fn login(&self, challenge: Bearer) -> Result<HeaderValue, Recover> {
+        let found = match discovery::discover(&self.fetch, &self.server, &challenge).await {
+            Ok(d) => d,
+            Err(DiscoverError::NoMetadata(tried)) if self.settings.trigger == Trigger::Auto => {
+                info!(
+                    "no OAuth metadata for {} (tried {tried}): not logging in",
+                    self.server
+                );
+                return Err(Recover::NotOAuth);
+            }
+            Err(e) => return Err(Recover::Failed(e.to_string())),
+        };
+        let scope = self.settings.scope.clone().or(found.scope.clone());
+        let listener =
+            login::bind_callback(self.server.as_str(), self.settings.login.callback_port)
+                .await
+                .map_err(Recover::Failed)?;
+        let redirect = login::redirect_uri(&listener);
+        let cached = self
+            .record
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .filter(|r| r.auth_server.issuer == found.server.issuer)
+            .and_then(|r| r.client);
+        let client = register::client_for(
+            &self.fetch,
+            &found.server,
+            &self.settings.client,
+            cached.as_ref(),
+            &redirect,
+            scope.as_deref(),
+        )
+        .await
+        .map_err(Recover::Failed)?;
+        let mut rec = Record {
+            version: VERSION,
+            server: discovery::canonical(&self.server),
+            resource: found.resource.clone(),
+            auth_server: found.server.clone(),
+            client: Some(client.clone()),
+            token: None,
+        };
+        // Keep the registration even if the login below fails: it is reused next time.
+        self.keep(rec.clone());
+        let token = login::authorize(
+            &self.fetch,
+            &found.server,
+            &client,
+            self.resource_param(&rec),
+            scope.as_deref(),
+            &self.settings.login,
+            listener,
+        )
+        .await
+        .map_err(Recover::Failed)?;
+        rec.token = Some(token);
+        self.keep(rec)
+            .ok_or_else(|| Recover::Failed("the token is not a valid header value".into()))
+    }
+}

@@ -1,0 +1,228 @@
+//! Where logins are kept: one JSON file per server under `--oauth-dir` (default
+//! `$XDG_CONFIG_HOME/mcp-bridge/oauth`, else `~/.config/mcp-bridge/oauth`), named by a hash of
+//! (server URL, resource setting, client settings) so that changing any of them starts afresh.
+//! The folder is 0700 and the files 0600, written atomically (a temp file in the same folder,
+//! synced, then renamed over the old one) so that a crash or a second copy never leaves half a
+//! file. Each file carries `"version": 1` (an upgrade reads old files or starts a new login;
+//! it never misreads one) and expiry as an absolute time (seconds since the epoch). Secrets are
+//! [`Secret`]s: their `Debug` shows nothing.
+
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::discovery::AsMeta;
+
+/// The file layout this build writes.
+pub const VERSION: u32 = 1;
+
+/// A credential: serialised as itself, never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(…)")
+    }
+}
+
+/// Who the client is at the authorization server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClientRecord {
+    pub client_id: String,
+    #[serde(default)]
+    pub client_secret: Option<Secret>,
+    /// The redirect URI it was registered with (a dynamic registration is dropped when the
+    /// callback moves).
+    pub redirect_uri: String,
+    /// Came from dynamic registration (so it may be replaced).
+    #[serde(default)]
+    pub registered: bool,
+}
+
+/// A token set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenRecord {
+    pub access_token: Secret,
+    #[serde(default)]
+    pub refresh_token: Option<Secret>,
+    /// Seconds since the epoch; None = the server gave no lifetime.
+    #[serde(default)]
+    pub expires_at: Option<u64>,
+    #[serde(default)]
+    pub scope: Option<String>,
+}
+
+/// One server's login.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub version: u32,
+    pub server: String,
+    /// The resource the token was issued for (`resource`), as discovered.
+    pub resource: String,
+    pub auth_server: AsMeta,
+    #[serde(default)]
+    pub client: Option<ClientRecord>,
+    #[serde(default)]
+    pub token: Option<TokenRecord>,
+}
+
+/// Now, in seconds since the epoch.
+pub fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The default folder for logins.
+pub fn default_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_CONFIG_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))?;
+    Some(base.join("mcp-bridge").join("oauth"))
+}
+
+/// The file of one server's login.
+#[derive(Debug, Clone)]
+pub struct Store {
+    dir: PathBuf,
+    file: PathBuf,
+}
+
+impl Store {
+    /// `parts` are what the key is made of (server URL, resource setting, client settings).
+    pub fn new(dir: &Path, parts: &[&str]) -> Self {
+        let mut h = Sha256::new();
+        for p in parts {
+            h.update((p.len() as u64).to_be_bytes());
+            h.update(p.as_bytes());
+        }
+        let d = h.finalize();
+        let name: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+        Store {
+            dir: dir.to_owned(),
+            file: dir.join(format!("{name}.json")),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.file
+    }
+
+    /// The stored login, if there is a readable one of this layout.
+    pub fn load(&self) -> Option<Record> {
+        let text = std::fs::read(&self.file).ok()?;
+        let r: Record = match serde_json::from_slice(&text) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("ignoring {}: {e}", self.file.display());
+                return None;
+            }
+        };
+        (r.version == VERSION).then_some(r)
+    }
+
+    /// Write `r` atomically with mode 0600 in a 0700 folder.
+    pub fn save(&self, r: &Record) -> std::io::Result<()> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&self.dir)?;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
+        let mut rnd = [0u8; 8];
+        let _ = getrandom::fill(&mut rnd);
+        let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();
+        let tmp = self.dir.join(format!(".tmp-{}-{tag}", std::process::id()));
+        let body = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&tmp)?;
+            f.write_all(&body)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &self.file)
+        };
+        let r = write();
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> Record {
+        Record {
+            version: VERSION,
+            server: "https://h/mcp".into(),
+            resource: "https://h/mcp".into(),
+            auth_server: AsMeta {
+                issuer: "https://as".into(),
+                authorization_endpoint: "https://as/a".into(),
+                token_endpoint: "https://as/t".into(),
+                registration_endpoint: None,
+                code_challenge_methods_supported: vec!["S256".into()],
+            },
+            client: None,
+            token: Some(TokenRecord {
+                access_token: Secret("at-secret".into()),
+                refresh_token: Some(Secret("rt-secret".into())),
+                expires_at: Some(123),
+                scope: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn saved_atomically_private_and_read_back() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("oauth");
+        let s = Store::new(&dir, &["https://h/mcp", "resource", ""]);
+        assert!(s.load().is_none());
+        s.save(&record()).unwrap();
+        s.save(&record()).unwrap();
+        assert_eq!(s.load(), Some(record()));
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&dir), 0o700);
+        assert_eq!(mode(s.path()), 0o600);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temp file left"
+        );
+        let other = Store::new(&dir, &["https://h/mcp", "no-resource", ""]);
+        assert_ne!(other.path(), s.path());
+        let text = std::fs::read_to_string(s.path()).unwrap();
+        assert!(text.contains("\"version\": 1"), "{text}");
+    }
+
+    #[test]
+    fn secrets_stay_out_of_debug_and_other_versions_are_ignored() {
+        let r = record();
+        let dbg = format!("{r:?}");
+        assert!(
+            !dbg.contains("at-secret") && !dbg.contains("rt-secret"),
+            "{dbg}"
+        );
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(d.path(), &["x"]);
+        let mut r2 = record();
+        r2.version = 99;
+        s.save(&r2).unwrap();
+        assert!(s.load().is_none());
+        std::fs::write(s.path(), "{garbage").unwrap();
+        assert!(s.load().is_none());
+    }
+}
