@@ -230,6 +230,9 @@ impl ChildPool {
             ready.rotate_left(turn);
         }
         ready.sort_by_key(|m| m.up.load());
+        // The pool grows when this call finds no idle child: a lone call on an idle child is no
+        // reason to start another process (a child serves concurrent calls itself).
+        let all_busy = !ready.is_empty() && ready.iter().all(|m| m.up.load() > 0);
         let mut busy = Vec::new();
         let mut failed = None;
         let floor = self.log_floor.lock().ok().and_then(|f| *f);
@@ -244,7 +247,6 @@ impl ChildPool {
                 Ok(h) => {
                     m.touch();
                     let via: SharedUpstream = m.up.clone();
-                    let all_busy = ready.iter().all(|m| m.up.load() > 0);
                     if all_busy && !g.iter().any(|m| m.starting()) && g.len() < self.size.max {
                         self.add_member(&mut g);
                     }
