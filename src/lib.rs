@@ -4,7 +4,7 @@
 //! Layers: `jsonrpc`, `framing` and `protocol` are pure functions over bytes; `upstream` and
 //! `face` move bytes; `call` is the core between them (the `Upstream` seam); `era` holds the
 //! translation both directions share; `daemon` runs `serve` (faces in front of upstreams),
-//! `app` runs `connect`. `auth` sits below `face` (the face calls auth's hook); both answer
+//! `app` runs `connect`; `cluster` joins replicas of `serve` (sealed owners, the hop). `auth` sits below `face` (the face calls auth's hook); both answer
 //! HTTP with `http_util`'s bodies.
 
 // An HTTP response is the natural early-return of a handler; boxing it buys nothing here.
@@ -14,6 +14,7 @@ pub mod app;
 pub mod auth;
 pub mod call;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod demo;

@@ -151,6 +151,7 @@ pub struct Metrics {
     auth_failures: IntCounterVec,
     auth_successes: IntCounterVec,
     transport_failures: IntCounterVec,
+    cluster_forwards: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
@@ -306,6 +307,12 @@ impl Metrics {
                 "Exchanges with a remote upstream that got no usable HTTP answer, by server and reason",
                 &["server", "reason"],
             ),
+            cluster_forwards: counter(
+                &r,
+                "cluster_forwards_total",
+                "Requests handed to the replica that owns their session or parked call, by outcome",
+                &["server", "outcome"],
+            ),
             latency,
             http_duration,
             shutting_down: AtomicBool::new(false),
@@ -430,6 +437,13 @@ impl Metrics {
     /// Calls of `server` waiting for the child to have no other caller it may ask.
     pub fn calls_queued(&self, server: &str) -> IntGauge {
         self.calls_queued.with_label_values(&[server])
+    }
+    /// A request forwarded to its owning replica (`cluster`): `ok` (the owner answered) or
+    /// `unreachable`.
+    pub fn cluster_forward(&self, server: &str, outcome: &'static str) {
+        self.cluster_forwards
+            .with_label_values(&[server, outcome])
+            .inc();
     }
     /// A pool's size and its busy children (`upstream::pool`).
     pub fn set_pool(&self, server: &str, children: usize, busy: usize) {

@@ -232,6 +232,14 @@ pub struct ServeArgs {
     /// Also serve /metrics on the main listener (behind its guards and --auth).
     #[arg(long)]
     pub metrics_on_main: bool,
+    /// Replicas: a file of secrets shared by every replica (one a line, at least 32
+    /// characters; the first seals and signs, the others are still accepted, for rotation).
+    /// With --advertise-url; see "Running several replicas" in the README.
+    #[arg(long, value_name = "FILE", help_heading = "Replicas")]
+    pub cluster_key_file: Option<PathBuf>,
+    /// Replicas: where the other replicas reach this one directly (scheme://host:port).
+    #[arg(long, value_name = "URL", help_heading = "Replicas")]
+    pub advertise_url: Option<String>,
     /// How to reach the --upstream server (the same flags as `connect`).
     #[command(flatten)]
     pub remote: remote::RemoteArgs,

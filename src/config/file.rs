@@ -25,6 +25,8 @@ pub struct FileConfig {
     pub tls: Option<TlsFile>,
     pub auth: Option<AuthFile>,
     pub metrics: Option<MetricsFile>,
+    /// Replicas (as `--cluster-key-file`, `--advertise-url`).
+    pub cluster: Option<ClusterFile>,
     /// Defaults for every server; a server's own `limits` table wins.
     #[serde(default)]
     pub limits: Limits,
@@ -32,6 +34,13 @@ pub struct FileConfig {
     pub default_server: Option<String>,
     #[serde(default)]
     pub servers: BTreeMap<String, ServerFile>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    pub key_file: Option<PathBuf>,
+    pub advertise_url: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

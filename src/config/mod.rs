@@ -194,6 +194,10 @@ pub struct Plan {
     /// Plain `serve`: one server at its own path, answering every request on the listener
     /// itself (health, metrics, 404s); no `/servers/` routes.
     pub solo: bool,
+    /// Replicas: the shared key file and this replica's URL (both, or neither: see
+    /// [`Plan::cluster`]).
+    pub cluster_key_file: Option<PathBuf>,
+    pub advertise_url: Option<String>,
 }
 
 /// The path a named server is published at.
@@ -246,6 +250,7 @@ impl ServerSpec {
             auth: Default::default(),
             tls: None,
             metrics_on_main: false,
+            cluster: None,
         }
     }
 }
@@ -329,7 +334,22 @@ impl Plan {
                 limits,
             }],
             solo: true,
+            cluster_key_file: args.cluster_key_file.clone(),
+            advertise_url: args.advertise_url.clone(),
         })
+    }
+
+    /// The replica settings, when set: both the key file and the advertise URL, or neither.
+    pub fn cluster(&self) -> Result<Option<(&Path, &str)>, String> {
+        match (&self.cluster_key_file, &self.advertise_url) {
+            (None, None) => Ok(None),
+            (Some(f), Some(u)) => Ok(Some((f, u))),
+            _ => Err(
+                "a replica needs both --cluster-key-file and --advertise-url \
+                      ([cluster] key_file and advertise_url)"
+                    .into(),
+            ),
+        }
     }
 
     pub fn server(&self, name: &str) -> Option<&ServerSpec> {
@@ -554,6 +574,8 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         default_server,
         servers,
         solo: false,
+        cluster_key_file: file.cluster.as_ref().and_then(|c| c.key_file.clone()),
+        advertise_url: file.cluster.and_then(|c| c.advertise_url),
     })
 }
 
@@ -744,6 +766,12 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
         plan.public_url = a.resource_url.clone();
     }
     given!(plan <- args: shutdown_grace, metrics_listen, metrics_on_main);
+    if g("cluster_key_file") {
+        plan.cluster_key_file = args.cluster_key_file.clone();
+    }
+    if g("advertise_url") {
+        plan.advertise_url = args.advertise_url.clone();
+    }
     let c = &mut plan.conn;
     let flags = args.conn_limits();
     if g("header_timeout") {

@@ -26,6 +26,7 @@ use tracing::{error, info, warn};
 
 use crate::auth::Prepared;
 use crate::cli::{CheckConfigArgs, ServeArgs};
+use crate::cluster::Cluster;
 use crate::config::{self, Given, Plan, ServerSpec, Sources};
 use crate::metrics::Metrics;
 use router::{Router, Routes, ServerRt};
@@ -45,6 +46,11 @@ pub fn check_config(a: &CheckConfigArgs) -> ExitCode {
             return Err(no_servers());
         }
         crate::auth::prepare(&plan.auth, auth_host(&plan.listen))?;
+        // The advertise URL may come from the flag of each replica: check what the file has.
+        crate::cluster::check(
+            plan.cluster_key_file.as_deref(),
+            plan.advertise_url.as_deref(),
+        )?;
         Ok((plan, notes))
     });
     match checked {
@@ -163,6 +169,16 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
             return bad_input;
         }
     };
+    let cluster = match plan.cluster().and_then(|c| {
+        c.map(|(file, url)| Cluster::load(file, url).map(Arc::new))
+            .transpose()
+    }) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-bridge serve: {e}");
+            return bad_input;
+        }
+    };
     let rt = match crate::app::runtime(None) {
         Ok(rt) => rt,
         Err(code) => return code,
@@ -177,6 +193,7 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         bound: Vec::new(),
         loopback: true,
         plan: Mutex::new(plan),
+        cluster,
         router: Router::new(Routes::default(), metrics),
         drains: TaskTracker::new(),
         hurry: CancellationToken::new(),
@@ -213,6 +230,8 @@ struct Daemon {
     loopback: bool,
     /// The configuration running now.
     plan: Mutex<Plan>,
+    /// This replica's part in a cluster (read at start; a reload keeps it).
+    cluster: Option<Arc<Cluster>>,
     router: Arc<Router>,
     /// Servers draining after a reload removed or replaced them.
     drains: TaskTracker,
@@ -267,6 +286,7 @@ impl Daemon {
         };
         let mut http = spec.http_config(&plan.allow_origins, self.loopback);
         http.metrics_on_main = plan.metrics_on_main;
+        http.cluster = self.cluster.clone();
         let http = self
             .endpoint(security, spec, plan)
             .finish(http, self.first_bound())

@@ -74,12 +74,18 @@ fn hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-/// Signs and checks the bridge's `requestState` values.
+/// Signs and checks the bridge's `requestState` values:
+/// `mcpb1.<key id>.<park>.<round>.<expiry>.<binding>[.<owner>].<hmac>`. A lone bridge draws
+/// its key at start; replicas share theirs (`cluster`): the first key signs, every key
+/// verifies (rotation), and the owner part (the signing replica, sealed) tells any replica
+/// where the parked call lives.
 pub struct StateSigner {
-    key: [u8; 32],
-    /// `mcpb1.<key id>.`: the key id (a hash of the key, not the key) tells this bridge's
-    /// states from another mcp-bridge's further up or down a chain, which pass through.
-    prefix: String,
+    /// `(key, "mcpb1.<key id>.")`, current first. The key id (a hash of the key, not the
+    /// key) tells this bridge's states from another mcp-bridge's further up or down a chain,
+    /// which pass through.
+    keys: Vec<([u8; 32], String)>,
+    /// This replica, sealed (`cluster::Cluster::sealed_me`); None for a lone bridge.
+    owner: Option<String>,
 }
 
 /// What a valid `requestState` of ours says.
@@ -99,6 +105,21 @@ pub enum StateError {
     Mismatch,
 }
 
+fn key_prefix(key: &[u8; 32]) -> String {
+    let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+    let digest = Sha256::digest([b"mcp-bridge requestState key id\n".as_slice(), key].concat());
+    format!("{PREFIX}{}.", b.encode(&digest[..6]))
+}
+
+fn hmac(key: &[u8; 32], payload: &str) -> Vec<u8> {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let Ok(mut m) = Hmac::<Sha256>::new_from_slice(key) else {
+        return Vec::new();
+    };
+    m.update(payload.as_bytes());
+    m.finalize().into_bytes().to_vec()
+}
+
 impl StateSigner {
     pub fn new() -> Self {
         let mut key = [0u8; 32];
@@ -115,23 +136,19 @@ impl StateSigner {
     /// A signer with a given key (`new` draws one from the OS). Public for the fuzz targets,
     /// which must sign and verify with a key they know.
     pub fn with_key(key: [u8; 32]) -> Self {
-        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let digest =
-            Sha256::digest([b"mcp-bridge requestState key id\n".as_slice(), &key].concat());
-        let kid = b.encode(&digest[..6]);
         Self {
-            key,
-            prefix: format!("{PREFIX}{kid}."),
+            keys: vec![(key, key_prefix(&key))],
+            owner: None,
         }
     }
 
-    fn mac(&self, payload: &str) -> Vec<u8> {
-        // HMAC accepts keys of any length, so this cannot fail.
-        let Ok(mut m) = Hmac::<Sha256>::new_from_slice(&self.key) else {
-            return Vec::new();
-        };
-        m.update(payload.as_bytes());
-        m.finalize().into_bytes().to_vec()
+    /// A replica's signer: `keys` shared by every replica (the first signs), `owner` this
+    /// replica sealed (no `/` or whitespace; dots allowed).
+    pub fn for_cluster(keys: &[[u8; 32]], owner: String) -> Self {
+        Self {
+            keys: keys.iter().map(|k| (*k, key_prefix(k))).collect(),
+            owner: Some(owner),
+        }
     }
 
     /// A state for parked call `park`, valid for `ttl`, bound to the caller, method and params.
@@ -149,19 +166,50 @@ impl StateSigner {
             .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
             .map_or(0, |d| d.as_secs());
         let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let payload = format!(
+        let mut payload = format!(
             "{park}.{round}.{exp}.{}",
             b.encode(Sha256::digest(format!("{principal}\n{method}\n{digest}")))
         );
-        let sig = b.encode(self.mac(&payload));
-        format!("{}{payload}.{sig}", self.prefix)
+        if let Some(o) = &self.owner {
+            payload.push('.');
+            payload.push_str(o);
+        }
+        let Some((key, prefix)) = self.keys.first() else {
+            return String::new();
+        };
+        let sig = b.encode(hmac(key, &payload));
+        format!("{prefix}{payload}.{sig}")
     }
 
-    /// Was this state minted with this signer's key (as opposed to an upstream's own state,
-    /// another mcp-bridge's included)? A state of ours that was altered is still ours, and
-    /// fails [`StateSigner::verify`].
+    /// Was this state minted with one of this signer's keys (as opposed to an upstream's own
+    /// state, another mcp-bridge's included)? A state of ours that was altered is still
+    /// ours, and fails [`StateSigner::verify`].
     pub fn is_ours(&self, state: &str) -> bool {
-        state.starts_with(&self.prefix)
+        self.keys.iter().any(|(_, p)| state.starts_with(p.as_str()))
+    }
+
+    /// The payload of a state whose signature checks out with one of the keys.
+    fn payload<'a>(&self, state: &'a str) -> Result<&'a str, StateError> {
+        let (key, rest) = self
+            .keys
+            .iter()
+            .find_map(|(k, p)| state.strip_prefix(p.as_str()).map(|r| (k, r)))
+            .ok_or(StateError::Invalid)?;
+        let (payload, sig) = rest.rsplit_once('.').ok_or(StateError::Invalid)?;
+        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let sig = b.decode(sig).map_err(|_| StateError::Invalid)?;
+        let Ok(mut m) = Hmac::<Sha256>::new_from_slice(key) else {
+            return Err(StateError::Invalid);
+        };
+        m.update(payload.as_bytes());
+        m.verify_slice(&sig).map_err(|_| StateError::Invalid)?;
+        Ok(payload)
+    }
+
+    /// The owner part of a genuine state (the sealed replica that parked the call); None for
+    /// a lone bridge's state or anything not signed with these keys.
+    pub fn owner_of<'a>(&self, state: &'a str) -> Option<&'a str> {
+        self.payload(state).ok()?.splitn(5, '.').nth(4)
     }
 
     pub fn verify(
@@ -171,18 +219,8 @@ impl StateSigner {
         method: &str,
         digest: &str,
     ) -> Result<StateClaims, StateError> {
-        let rest = state
-            .strip_prefix(self.prefix.as_str())
-            .ok_or(StateError::Invalid)?;
-        let (payload, sig) = rest.rsplit_once('.').ok_or(StateError::Invalid)?;
-        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-        let sig = b.decode(sig).map_err(|_| StateError::Invalid)?;
-        let Ok(mut m) = Hmac::<Sha256>::new_from_slice(&self.key) else {
-            return Err(StateError::Invalid);
-        };
-        m.update(payload.as_bytes());
-        m.verify_slice(&sig).map_err(|_| StateError::Invalid)?;
-        let mut parts = payload.split('.');
+        let payload = self.payload(state)?;
+        let mut parts = payload.splitn(5, '.');
         let park = parts
             .next()
             .and_then(|p| p.parse().ok())
@@ -202,6 +240,7 @@ impl StateSigner {
         if now > exp {
             return Err(StateError::Expired);
         }
+        let b = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         if bind != b.encode(Sha256::digest(format!("{principal}\n{method}\n{digest}"))) {
             return Err(StateError::Mismatch);
         }
@@ -521,7 +560,7 @@ mod tests {
             Err(StateError::Mismatch)
         );
         let mut forged = st.clone();
-        let at = s.prefix.len();
+        let at = s.keys[0].1.len();
         forged.replace_range(at..at + 1, "8");
         assert!(
             s.is_ours(&forged),
@@ -545,6 +584,37 @@ mod tests {
             s.verify(&old, "alice", "tools/call", "d1"),
             Err(StateError::Expired)
         );
+    }
+
+    #[test]
+    fn replicas_share_states_across_a_key_rotation_and_name_their_owner() {
+        let (old, new) = ([1u8; 32], [2u8; 32]);
+        let a = StateSigner::for_cluster(&[old], "sealed.kid".into());
+        let st = a.sign(3, 0, Duration::from_secs(60), "p", "tools/call", "d");
+        assert_eq!(a.owner_of(&st), Some("sealed.kid"));
+        // Another replica after the rotation: the new key signs, the old one still verifies.
+        let b = StateSigner::for_cluster(&[new, old], "other.kid".into());
+        assert!(b.is_ours(&st));
+        assert_eq!(b.owner_of(&st), Some("sealed.kid"));
+        assert_eq!(
+            b.verify(&st, "p", "tools/call", "d"),
+            Ok(StateClaims { park: 3, round: 0 })
+        );
+        let st2 = b.sign(4, 1, Duration::from_secs(60), "p", "tools/call", "d");
+        assert!(!a.is_ours(&st2), "signed with a key the old replica lacks");
+        // The old key dropped: its states are no longer verifiable.
+        let c = StateSigner::for_cluster(&[new], "c.kid".into());
+        assert_eq!(c.owner_of(&st), None);
+        assert_eq!(
+            c.verify(&st, "p", "tools/call", "d"),
+            Err(StateError::Invalid)
+        );
+        // A lone bridge's state names no owner; an altered owner fails the signature.
+        let lone = StateSigner::with_key(old);
+        let st3 = lone.sign(5, 0, Duration::from_secs(60), "p", "tools/call", "d");
+        assert_eq!(lone.owner_of(&st3), None);
+        let forged = st.replace("sealed.kid", "evil.kid");
+        assert_eq!(b.owner_of(&forged), None);
     }
 
     #[test]

@@ -218,6 +218,14 @@ pub fn origin_allowed(cfg: &HttpConfig, origin: &str) -> bool {
 
 /// The MCP endpoint, by method.
 async fn mcp(app: &Arc<App>, req: Request<ReqBody>, arrived: Instant) -> Response<Body> {
+    if matches!(*req.method(), Method::GET | Method::DELETE) {
+        let m = req.method().clone();
+        if let Some(r) =
+            crate::face::hop::by_session(app, m, req.headers(), Bytes::new(), None).await
+        {
+            return r;
+        }
+    }
     match *req.method() {
         Method::POST => crate::face::post::post(app, req, arrived).await,
         Method::GET => get_stream(app, req.headers()).await,

@@ -4,7 +4,8 @@
 //! The HTTP face's modules point one way: `http` (guards, routing) → `post` (POST
 //! classification) → `modern` / `session_http` (2026 stateless, 2025 sessions) → `rounds`,
 //! `listen` (era translation) → `run` (a call for a POST) → `state` (`App`, `HttpConfig`) →
-//! `session` (2025 session state) → `respond` (JSON or SSE). `accept` (connections and what
+//! `session` (2025 session state) → `respond` (JSON or SSE). `hop` (a request another replica
+//! owns, forwarded there) is called by `http`, `post` and `modern` before they serve it. `accept` (connections and what
 //! they may cost) hands each request to a handler closure, so it knows no route; the handlers
 //! know only its request body type. `observe` (per-message counts)
 //! and `metrics_http` (the `/metrics` listener) hang off that chain the same way; nothing
@@ -14,6 +15,7 @@
 //! handed to `crate::auth` through the [`crate::auth::Endpoint`] trait implemented here.
 
 pub mod accept;
+pub mod hop;
 pub mod http;
 pub mod listen;
 pub mod metrics_http;

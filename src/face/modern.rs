@@ -360,6 +360,9 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
     if !app.signer.is_ours(&state) {
         return bad("requestState is unknown to this server".into());
     }
+    if let Some(r) = crate::face::hop::by_state(app, pc.headers, pc.body, &state, rid).await {
+        return r;
+    }
     let who = principal(pc);
     let digest = crate::era::mrtr::params_digest(pc.env.params);
     let retry = park::Retry {

@@ -38,6 +38,11 @@ pub async fn post(app: &Arc<App>, req: Request<ReqBody>, arrived: Instant) -> Re
         Ok(b) => b,
         Err(r) => return r,
     };
+    if let Some(r) =
+        crate::face::hop::by_session(app, http::Method::POST, &h, bytes.clone(), None).await
+    {
+        return r;
+    }
     let (env, kind) = match parse_message(&bytes) {
         Ok(m) => m,
         Err(r) => return r,

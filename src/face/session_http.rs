@@ -92,7 +92,11 @@ pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
     });
     let version = protocol::negotiate_legacy(requested.as_deref());
-    let Some(sid) = mint_id() else {
+    let sid = match &app.cfg.cluster {
+        Some(c) => c.mint_session_id(),
+        None => mint_id(),
+    };
+    let Some(sid) = sid else {
         return rpc_error(
             StatusCode::INTERNAL_SERVER_ERROR,
             id,

@@ -41,6 +41,9 @@ pub struct HttpConfig {
     pub tls: Option<Arc<crate::auth::tls::Tls>>,
     /// Also serve `/metrics` on this listener (behind the same guards).
     pub metrics_on_main: bool,
+    /// Replicas (`--cluster-key-file`): session ids and states name their owner, requests
+    /// are forwarded to it (`face::hop`).
+    pub cluster: Option<Arc<crate::cluster::Cluster>>,
 }
 
 /// Shared state of the face.
@@ -88,6 +91,13 @@ impl App {
                 )
             }
         };
+        let signer = match &cfg.cluster {
+            Some(c) => crate::era::mrtr::StateSigner::for_cluster(
+                &c.state_keys(),
+                c.sealed_me().to_owned(),
+            ),
+            None => crate::era::mrtr::StateSigner::new(),
+        };
         Ok(Arc::new(App {
             server: Arc::from(name),
             cfg,
@@ -99,7 +109,7 @@ impl App {
             children,
             tracker,
             parked: Arc::new(crate::era::mrtr::ParkStore::new(10_000)),
-            signer: Arc::new(crate::era::mrtr::StateSigner::new()),
+            signer: Arc::new(signer),
             resource_subs: Arc::default(),
         }))
     }

@@ -57,6 +57,12 @@ use crate::upstream::observe::RemoteObserver;
 
 use self::fault::chain;
 use self::transport::build_client;
+pub use self::transport::https_client;
+
+/// An error and its causes on one line (for a hop's or a fetch's failure).
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    self::fault::chain(e)
+}
 
 /// Everything `connect` needs to reach the remote.
 #[derive(Debug, Clone)]

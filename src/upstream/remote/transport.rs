@@ -26,9 +26,24 @@ use crate::protocol;
 
 /// Build the HTTPS client: webpki roots (or the OS roots), plus `--ca-file`.
 pub(super) fn build_client(cfg: &RemoteConfig) -> Result<HttpClient, String> {
+    https_client(
+        cfg.system_roots,
+        cfg.ca_file.as_deref(),
+        cfg.connect_timeout,
+    )
+}
+
+/// The one HTTP(S) client builder (the remote upstream's, the OAuth client's, a replica's
+/// hop): plain HTTP or TLS with webpki roots (or the OS roots), plus a CA file; HTTP/1.1 and
+/// HTTP/2 by ALPN.
+pub fn https_client(
+    system_roots: bool,
+    ca_file: Option<&std::path::Path>,
+    connect_timeout: Duration,
+) -> Result<HttpClient, String> {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let mut roots = rustls::RootCertStore::empty();
-    if cfg.system_roots {
+    if system_roots {
         let native = rustls_native_certs::load_native_certs();
         for e in &native.errors {
             warn!("system root certificates: {e}");
@@ -38,7 +53,7 @@ pub(super) fn build_client(cfg: &RemoteConfig) -> Result<HttpClient, String> {
     } else {
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
     }
-    if let Some(path) = &cfg.ca_file {
+    if let Some(path) = ca_file {
         use rustls_pki_types::pem::PemObject;
         let certs: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(path)
             .map_err(|e| format!("--ca-file {}: {e}", path.display()))?
@@ -65,7 +80,7 @@ pub(super) fn build_client(cfg: &RemoteConfig) -> Result<HttpClient, String> {
         .with_no_client_auth();
     let mut http = HttpConnector::new();
     http.enforce_http(false);
-    http.set_connect_timeout(Some(cfg.connect_timeout));
+    http.set_connect_timeout(Some(connect_timeout));
     http.set_keepalive(Some(Duration::from_secs(30)));
     http.set_nodelay(true);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
