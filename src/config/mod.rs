@@ -366,6 +366,8 @@ impl Plan {
             && self.metrics_listen == other.metrics_listen
             && self.metrics_on_main == other.metrics_on_main
             && self.conn == other.conn
+            && self.cluster_key_file == other.cluster_key_file
+            && self.advertise_url == other.advertise_url
     }
 }
 

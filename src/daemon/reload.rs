@@ -36,10 +36,12 @@ fn keep_restart_settings(old: &Plan, new: &mut Plan) {
         return;
     }
     warn!(
-        "listen addresses, connection limits, TLS paths, public_url and metrics settings \
-         change only on restart; keeping the running ones (certificates themselves reload on \
-         SIGHUP)"
+        "listen addresses, connection limits, TLS paths, public_url, metrics and [cluster] \
+         settings change only on restart; keeping the running ones (certificates themselves \
+         reload on SIGHUP; cluster keys rotate by a rolling restart)"
     );
+    new.cluster_key_file = old.cluster_key_file.clone();
+    new.advertise_url = old.advertise_url.clone();
     new.conn = old.conn;
     new.listen = old.listen.clone();
     new.auth.tls_cert = old.auth.tls_cert.clone();
