@@ -54,6 +54,38 @@ fn main() -> ExitCode {
         Command::Serve(args) => mcp_bridge::daemon::main(*args, given_flags(&matches)),
         Command::CheckConfig(a) => mcp_bridge::daemon::check_config(&a),
         Command::Connect(args) => connect(*args),
+        Command::Auth(a) => auth(a),
+    }
+}
+
+/// `auth status|logout`: the logins connect keeps (stdout is the report; errors on stderr).
+fn auth(a: mcp_bridge::cli::AuthCommand) -> ExitCode {
+    use mcp_bridge::cli::AuthCommand;
+    use mcp_bridge::oauth::{admin, store::default_dir};
+    let given = match &a {
+        AuthCommand::Status(s) => s.oauth_dir.clone(),
+        AuthCommand::Logout(l) => l.oauth_dir.clone(),
+    };
+    let Some(dir) = given.or_else(default_dir) else {
+        eprintln!("mcp-bridge auth: no place for OAuth logins: set HOME or XDG_CONFIG_HOME, or give --oauth-dir");
+        return ExitCode::from(EX_CONFIG);
+    };
+    let done = match &a {
+        AuthCommand::Status(s) => admin::status(&dir, s.url.as_deref()).map(|t| print!("{t}")),
+        AuthCommand::Logout(l) => admin::logout(&dir, &l.url).map(|n| {
+            println!(
+                "{n} login{} removed for {}",
+                if n == 1 { "" } else { "s" },
+                l.url
+            )
+        }),
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mcp-bridge auth: {e}");
+            ExitCode::from(EX_CONFIG)
+        }
     }
 }
 

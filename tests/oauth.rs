@@ -408,6 +408,44 @@ async fn login_store_reuse_refresh_and_relogin() {
     );
 }
 
+/// `mcp-bridge auth status` shows a login made by connect (never its tokens); `auth logout`
+/// removes it, and the next run logs in again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_status_and_logout_work_outside_the_host() {
+    let w = World::start().await;
+    let mut h = w.host();
+    assert_eq!(text(&echo(&mut h, 1, "in")), "in");
+    drop(h);
+    let d = w.oauth_dir();
+    let auth = |words: &[&str]| {
+        let out = Bridge::builder()
+            .sub(["auth"])
+            .args(words)
+            .args(["--oauth-dir", d.to_str().unwrap()])
+            .output();
+        assert!(out.status.success(), "{words:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let status = auth(&["status"]);
+    assert!(
+        status.starts_with(&format!("{}\n", w.serve.url)),
+        "{status}"
+    );
+    assert!(status.contains("can refresh"), "{status}");
+    for t in w.auth.state.issued.lock().unwrap().iter() {
+        assert!(
+            !status.contains(t.as_str()),
+            "a token in auth status:\n{status}"
+        );
+    }
+    assert!(auth(&["status", "https://elsewhere.example/mcp"]).starts_with("no login kept"));
+    assert!(auth(&["logout", &w.serve.url]).starts_with("1 login removed"));
+    assert!(auth(&["status"]).starts_with("no logins kept"));
+    let mut h = w.host();
+    assert_eq!(text(&echo(&mut h, 2, "again")), "again");
+    assert_eq!(w.auth.count(&w.auth.state.authorizations), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_login_that_cannot_finish_is_one_clear_error() {
     let w = World::start().await;

@@ -48,6 +48,36 @@ pub enum Command {
     CheckConfig(CheckConfigArgs),
     /// Be a stdio MCP server for a host, forwarding to a remote Streamable HTTP server.
     Connect(Box<connect::ConnectArgs>),
+    /// The OAuth logins `connect` keeps: see them, remove them.
+    #[command(subcommand)]
+    Auth(AuthCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuthCommand {
+    /// Servers logged in to: resource, authorization server, client, scopes, expiry (never a
+    /// token).
+    Status(AuthStatusArgs),
+    /// Forget every login (tokens and client registration) kept for a server URL.
+    Logout(AuthLogoutArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AuthStatusArgs {
+    /// Only this server URL (as given to `connect`).
+    pub url: Option<String>,
+    /// Where logins are kept (as connect's --oauth-dir).
+    #[arg(long, value_name = "DIR")]
+    pub oauth_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct AuthLogoutArgs {
+    /// The server URL (as given to `connect`).
+    pub url: String,
+    /// Where logins are kept (as connect's --oauth-dir).
+    #[arg(long, value_name = "DIR")]
+    pub oauth_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

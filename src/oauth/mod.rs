@@ -15,6 +15,7 @@
 //! own requests, never to a redirect or another host), and never into a log line: tokens are
 //! [`store::Secret`]s and header values are marked sensitive.
 
+pub mod admin;
 pub mod challenge;
 pub mod discovery;
 pub mod http;

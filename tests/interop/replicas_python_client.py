@@ -89,7 +89,7 @@ def classify(e: BaseException) -> str:
         return classify(e.exceptions[0]) if e.exceptions else "group"
     if isinstance(e, MCPError):
         msg = (e.message or "").lower()
-        if "session terminated" in msg:
+        if "session terminated" in msg or "session not found" in msg:
             return "session_gone_404"
         for code in ("502", "503", "504"):
             if code in msg:
