@@ -21,6 +21,29 @@ pub fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, std::p
 }
 
 /// Run `connect`: the stdio face on our stdin/stdout, the remote behind it.
+/// `mcp-bridge auth login URL`: what connect does before its first answer (the era probe,
+/// which meets the 401 and logs in through the OAuth client), then the remote's session is
+/// ended. The login stays in the store for later runs. Ok: the remote's era.
+pub async fn login_only(cfg: RemoteConfig) -> Result<&'static str, String> {
+    let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+    let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
+    let (events, _rx) = crate::call::event_queue(16);
+    let remote = crate::upstream::remote::Remote::new(cfg, events, metrics, "login")?;
+    let probed = remote.probe_info().await;
+    remote.shutdown().await;
+    if probed.is_ok() && remote.logged_in() != Some(true) {
+        return Err("the server answered without asking for a login: nothing to keep".into());
+    }
+    match probed {
+        Ok((crate::protocol::Era::Legacy, _)) => Ok("2025 (sessions)"),
+        Ok((crate::protocol::Era::Modern, _)) => Ok("2026-07-28"),
+        Err(crate::call::Outcome::Failed(e)) => Err(e.to_string()),
+        Err(crate::call::Outcome::Error(e)) | Err(crate::call::Outcome::Result(e)) => {
+            Err(format!("the server answered the probe with {}", e.get()))
+        }
+    }
+}
+
 pub async fn run_connect(
     cfg: RemoteConfig,
     limits: crate::face::stdio::HostLimits,

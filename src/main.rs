@@ -58,11 +58,44 @@ fn main() -> ExitCode {
     }
 }
 
+/// `auth login URL [connect's flags]`: log in now (OAuth always on), keep the login.
+fn auth_login(args: &mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
+    let cfg = match args.config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("mcp-bridge auth login: {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    let Some(cfg) = cfg.oauth_always() else {
+        eprintln!(
+            "mcp-bridge auth login: OAuth is off (--no-oauth, a static token, or no place for \
+             logins: give --oauth-dir)"
+        );
+        return ExitCode::from(EX_USAGE);
+    };
+    let rt = match mcp_bridge::app::runtime(Some(2)) {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    match rt.block_on(mcp_bridge::app::login_only(cfg)) {
+        Ok(era) => {
+            println!("logged in to {} (it speaks {era})", args.url);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("mcp-bridge auth login: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 /// `auth status|logout`: the logins connect keeps (stdout is the report; errors on stderr).
 fn auth(a: mcp_bridge::cli::AuthCommand) -> ExitCode {
     use mcp_bridge::cli::AuthCommand;
     use mcp_bridge::oauth::{admin, store::default_dir};
     let given = match &a {
+        AuthCommand::Login(args) => return auth_login(args),
         AuthCommand::Status(s) => s.oauth_dir.clone(),
         AuthCommand::Logout(l) => l.oauth_dir.clone(),
     };
@@ -71,6 +104,7 @@ fn auth(a: mcp_bridge::cli::AuthCommand) -> ExitCode {
         return ExitCode::from(EX_CONFIG);
     };
     let done = match &a {
+        AuthCommand::Login(_) => Ok(()),
         AuthCommand::Status(s) => admin::status(&dir, s.url.as_deref()).map(|t| print!("{t}")),
         AuthCommand::Logout(l) => admin::logout(&dir, &l.url).map(|n| {
             println!(

@@ -408,39 +408,69 @@ async fn login_store_reuse_refresh_and_relogin() {
     );
 }
 
-/// `mcp-bridge auth status` shows a login made by connect (never its tokens); `auth logout`
-/// removes it, and the next run logs in again.
+/// `mcp-bridge auth login` logs in outside the host (connect then uses the login); `auth
+/// status` shows it (never its tokens); `auth logout` removes it, and the next run logs in
+/// again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn auth_status_and_logout_work_outside_the_host() {
+async fn auth_login_status_and_logout_work_outside_the_host() {
     let w = World::start().await;
+    let d = w.oauth_dir();
+    let b = browser(w.dir.path());
+    let state = w.auth.state.clone();
+    let auth = |words: &[&str]| {
+        let args: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        let (d, b) = (d.clone(), b.clone());
+        let (words, state) = (format!("{words:?}"), state.clone());
+        async move {
+            // Off the runtime's workers: the authorization server runs on them.
+            let out = tokio::task::spawn_blocking(move || {
+                Bridge::builder()
+                    .sub(["auth"])
+                    .args(&args)
+                    .arg("--oauth-dir")
+                    .arg(d.as_os_str())
+                    .env("BROWSER", b.as_os_str())
+                    .output()
+            })
+            .await
+            .unwrap();
+            assert!(out.status.success(), "{words}: {out:?}");
+            let (stdout, stderr) = (
+                String::from_utf8_lossy(&out.stdout).into_owned(),
+                String::from_utf8_lossy(&out.stderr).into_owned(),
+            );
+            for t in state.issued.lock().unwrap().iter() {
+                assert!(!stdout.contains(t.as_str()), "a token on stdout:\n{stdout}");
+                assert!(!stderr.contains(t.as_str()), "a token on stderr:\n{stderr}");
+            }
+            stdout
+        }
+    };
+    assert!(auth(&["login", &w.serve.url, "--oauth-param", "extra=yes"])
+        .await
+        .starts_with("logged in to"));
+    assert_eq!(w.auth.count(&w.auth.state.authorizations), 1);
     let mut h = w.host();
     assert_eq!(text(&echo(&mut h, 1, "in")), "in");
+    assert_eq!(
+        w.auth.count(&w.auth.state.authorizations),
+        1,
+        "the kept login"
+    );
     drop(h);
-    let d = w.oauth_dir();
-    let auth = |words: &[&str]| {
-        let out = Bridge::builder()
-            .sub(["auth"])
-            .args(words)
-            .args(["--oauth-dir", d.to_str().unwrap()])
-            .output();
-        assert!(out.status.success(), "{words:?}: {out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
-    let status = auth(&["status"]);
+    let status = auth(&["status"]).await;
     assert!(
         status.starts_with(&format!("{}\n", w.serve.url)),
         "{status}"
     );
     assert!(status.contains("can refresh"), "{status}");
-    for t in w.auth.state.issued.lock().unwrap().iter() {
-        assert!(
-            !status.contains(t.as_str()),
-            "a token in auth status:\n{status}"
-        );
-    }
-    assert!(auth(&["status", "https://elsewhere.example/mcp"]).starts_with("no login kept"));
-    assert!(auth(&["logout", &w.serve.url]).starts_with("1 login removed"));
-    assert!(auth(&["status"]).starts_with("no logins kept"));
+    assert!(auth(&["status", "https://elsewhere.example/mcp"])
+        .await
+        .starts_with("no login kept"));
+    assert!(auth(&["logout", &w.serve.url])
+        .await
+        .starts_with("1 login removed"));
+    assert!(auth(&["status"]).await.starts_with("no logins kept"));
     let mut h = w.host();
     assert_eq!(text(&echo(&mut h, 2, "again")), "again");
     assert_eq!(w.auth.count(&w.auth.state.authorizations), 2);

@@ -55,6 +55,9 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum AuthCommand {
+    /// Log in to a server now, as connect would on its first request (the same flags), and
+    /// keep the login for later runs.
+    Login(Box<connect::ConnectArgs>),
     /// Servers logged in to: resource, authorization server, client, scopes, expiry (never a
     /// token).
     Status(AuthStatusArgs),

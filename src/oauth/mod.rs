@@ -163,6 +163,11 @@ impl OAuth {
         })
     }
 
+    /// Is a token kept (from the store or a login in this run)?
+    pub fn logged_in(&self) -> bool {
+        self.token().is_some()
+    }
+
     /// Is an interactive login under way (so that a caller's own time limit may wait for it)?
     pub fn logging_in(&self) -> bool {
         self.logging_in.load(Ordering::Relaxed)

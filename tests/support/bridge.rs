@@ -247,7 +247,12 @@ impl BridgeBuilder {
             }
             if Instant::now() >= until {
                 stop_group(&mut child);
-                panic!("mcp-bridge did not exit within {timeout:?}");
+                let mut said = String::new();
+                while let Ok((is_out, b)) = rx.recv_timeout(STOP_GRACE) {
+                    let name = if is_out { "stdout" } else { "stderr" };
+                    said.push_str(&format!("{name}:\n{}\n", String::from_utf8_lossy(&b)));
+                }
+                panic!("mcp-bridge did not exit within {timeout:?}; {said}");
             }
             std::thread::sleep(Duration::from_millis(20));
         };

@@ -95,6 +95,13 @@ pub struct RemoteConfig {
 
 impl RemoteConfig {
     /// The same settings with OAuth login on (or off).
+    /// The same, with OAuth asked for explicitly (any 401 logs in); None when OAuth is off.
+    pub fn oauth_always(mut self) -> Option<Self> {
+        let o = self.oauth.as_mut()?;
+        o.trigger = crate::oauth::Trigger::Always;
+        Some(self)
+    }
+
     pub fn with_oauth(self, oauth: Option<crate::oauth::OAuthSettings>) -> Self {
         RemoteConfig {
             oauth: oauth.map(Box::new),
@@ -223,6 +230,11 @@ impl Remote {
 
     fn mint(&self) -> u64 {
         self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Does the OAuth client hold a token (None: OAuth is off)?
+    pub fn logged_in(&self) -> Option<bool> {
+        self.oauth.as_ref().map(|o| o.logged_in())
     }
 
     /// The remote's era if it is known already (no probe).

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""A stdio MCP host for the conformance suite's client authorization scenarios (npm
+@modelcontextprotocol/conformance, `client --command "python3 conformance_auth_host.py"`).
+
+The suite starts a test MCP server and authorization server for a scenario, then runs this with
+the server URL appended as the last argument, `MCP_CONFORMANCE_SCENARIO` set to the scenario's
+name and, for scenarios that give the client something (a pre-registered client, client
+credentials, keys), `MCP_CONFORMANCE_CONTEXT` holding a JSON object of it.
+
+This host spawns `$MCP_BRIDGE_BIN connect URL` (default `mcp-bridge` on PATH) the way a desktop
+app would, with a fresh `--oauth-dir` and `BROWSER` set to tests/interop/oauth_browser.py (which
+follows the authorization redirect to the loopback callback, as a user who approves would), and
+speaks MCP over the bridge's stdin/stdout, one JSON message per line: initialize,
+notifications/initialized, tools/list, tools/call of the first tool, then it closes stdin. The
+login happens inside the bridge when the remote first answers 401.
+
+The scenario context is mapped onto connect's flags: `client_id` -> `--oauth-client-id`,
+`client_secret` -> `--oauth-client-secret-file` (a 0600 file in the temp dir). Context keys with
+no connect flag (client-credentials keys, identity-provider tokens, ...) are reported on stdout
+and stderr and otherwise ignored, so those scenarios fail visibly until connect learns them.
+
+Output (stdout, kept by the suite as stdout.txt): `PASS|FAIL <step>: detail` lines and a closing
+`N passed, M failed`. The bridge's stderr (log filter from CONFORMANCE_AUTH_LOG_LEVEL, default
+`info,mcp_bridge=debug`) and the browser stand-in's log go to stderr (kept as stderr.txt). Exit 0 only if every
+step passed. Env: CONFORMANCE_AUTH_HOST_TIMEOUT (seconds for the whole run, default 40; keep it
+below the suite's --timeout), CONFORMANCE_AUTH_OAUTH_TIMEOUT (connect's --oauth-timeout, default
+20s), CONFORMANCE_AUTH_CONNECT_ARGS (extra connect arguments, space-separated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+BROWSER_SCRIPT = os.path.join(HERE, "oauth_browser.py")
+PROTOCOL = "2025-11-25"
+
+
+class Host:
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.passed = self.failed = 0
+        self.proc: subprocess.Popen | None = None
+        self.lines: queue.Queue = queue.Queue()
+
+    def report(self, ok: bool, step: str, detail: str) -> None:
+        print(f"{'PASS' if ok else 'FAIL'} {step}: {detail}", flush=True)
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+
+    def start(self, argv: list[str], env: dict) -> None:
+        print("spawning: " + " ".join(argv), file=sys.stderr, flush=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env=env, bufsize=0
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc and self.proc.stdout
+        for raw in self.proc.stdout:
+            self.lines.put(raw)
+        self.lines.put(None)
+
+    def send(self, msg: dict) -> None:
+        assert self.proc and self.proc.stdin
+        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
+        self.proc.stdin.flush()
+
+    def request(self, rid: int, method: str, params: dict) -> dict:
+        """Send a request; return its response (answering server requests meanwhile)."""
+        self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        while True:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no answer to {method} before the host's deadline")
+            try:
+                raw = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if raw is None:
+                raise EOFError(f"the bridge closed stdout before answering {method}")
+            try:
+                msg = json.loads(raw)
+            except ValueError:
+                raise ValueError(f"not JSON on the bridge's stdout: {raw[:200]!r}") from None
+            if msg.get("id") == rid and ("result" in msg or "error" in msg):
+                return msg
+            if "method" in msg and "id" in msg:  # a server request: this host offers nothing
+                self.send({"jsonrpc": "2.0", "id": msg["id"],
+                           "error": {"code": -32601, "message": "not supported by this host"}})
+            # notifications (logging, list changes, progress) are ignored
+
+    def close(self) -> int | None:
+        if not self.proc:
+            return None
+        try:
+            if self.proc.stdin:
+                self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.proc.terminate()
+            try:
+                return self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                return self.proc.wait()
+
+
+def brief(msg: dict) -> str:
+    return json.dumps(msg.get("error") if "error" in msg else msg.get("result"))[:600]
+
+
+def run(host: Host) -> None:
+    res = host.request(1, "initialize", {
+        "protocolVersion": PROTOCOL,
+        "capabilities": {},
+        "clientInfo": {"name": "mcp-bridge-conformance-auth-host", "version": "1.0.0"},
+    })
+    ok = "result" in res
+    host.report(ok, "initialize", brief(res))
+    if not ok:
+        return
+    host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    res = host.request(2, "tools/list", {})
+    tools = [t.get("name") for t in (res.get("result") or {}).get("tools", [])]
+    ok = "result" in res
+    host.report(ok, "tools/list", f"tools={tools}" if ok else brief(res))
+    if not ok or not tools:
+        return
+
+    res = host.request(3, "tools/call", {"name": tools[0], "arguments": {}})
+    ok = "result" in res and not res["result"].get("isError")
+    host.report(ok, f"tools/call {tools[0]}", brief(res))
+
+
+def main() -> int:
+    args = [a for a in sys.argv[1:] if a != "--"]
+    if len(args) != 1:
+        print("usage: conformance_auth_host.py SERVER_URL (the suite appends it)", file=sys.stderr)
+        return 2
+    url = args[0]
+    scenario = os.environ.get("MCP_CONFORMANCE_SCENARIO", "?")
+    try:
+        ctx = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
+    except ValueError:
+        ctx = {}
+    budget = float(os.environ.get("CONFORMANCE_AUTH_HOST_TIMEOUT", "40"))
+    host = Host(time.monotonic() + budget)
+    print(f"scenario {scenario}, server {url}", flush=True)
+
+    work = tempfile.mkdtemp(prefix="mcpb-conf-auth.")
+    browser_log = os.path.join(work, "browser.log")
+    try:
+        # The browser stand-in behind a wrapper: connect runs `$BROWSER URL` as a program, and
+        # this does not depend on the checked-out script's mode bits or shebang.
+        browser = os.path.join(work, "browser")
+        with open(browser, "w", encoding="utf-8") as f:
+            f.write(f'#!/bin/sh\nexec "{sys.executable}" "{BROWSER_SCRIPT}" "$@"\n')
+        os.chmod(browser, stat.S_IRWXU)
+
+        argv = [os.environ.get("MCP_BRIDGE_BIN") or "mcp-bridge", "connect", url,
+                "--log-level", os.environ.get("CONFORMANCE_AUTH_LOG_LEVEL") or "info,mcp_bridge=debug",
+                "--oauth-dir", os.path.join(work, "oauth"),
+                "--oauth-timeout", os.environ.get("CONFORMANCE_AUTH_OAUTH_TIMEOUT", "20s")]
+        for key, val in ctx.items():
+            if key == "name":
+                continue
+            if key == "client_id":
+                argv += ["--oauth-client-id", str(val)]
+            elif key == "client_secret":
+                secret = os.path.join(work, "client_secret")
+                fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(str(val))
+                argv += ["--oauth-client-secret-file", secret]
+            else:
+                note = f"context key {key!r} has no connect flag (not passed)"
+                print("NOTE " + note, flush=True)
+                print("conformance_auth_host: " + note, file=sys.stderr, flush=True)
+        argv += (os.environ.get("CONFORMANCE_AUTH_CONNECT_ARGS") or "").split()
+
+        env = dict(os.environ, BROWSER=browser, OAUTH_BROWSER_LOG=browser_log)
+        try:
+            host.start(argv, env)
+            run(host)
+        except Exception as e:  # noqa: BLE001 - every way out is a reported failure
+            host.report(False, "run", f"{type(e).__name__}: {e}"[:600])
+        rc = host.close()
+        print(f"bridge exit status: {rc}", flush=True)
+        if os.path.exists(browser_log):
+            with open(browser_log, encoding="utf-8", errors="replace") as f:
+                sys.stderr.write(f.read())
+        else:
+            print("conformance_auth_host: the browser was never started", file=sys.stderr)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"{host.passed} passed, {host.failed} failed", flush=True)
+    return 1 if host.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
