@@ -306,11 +306,12 @@ impl World {
         )
     }
 
-    /// The one login file.
+    /// The one login file (beside it: its lock file).
     fn login_file(&self) -> PathBuf {
         let files: Vec<_> = std::fs::read_dir(self.oauth_dir())
             .unwrap()
             .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
             .collect();
         assert_eq!(files.len(), 1, "{files:?}");
         files[0].clone()
@@ -406,6 +407,50 @@ async fn login_store_reuse_refresh_and_relogin() {
         "{:?}",
         w.auth.state.errors.lock().unwrap()
     );
+}
+
+/// Copies of connect started together (hosts do this) log in once: one holds the login lock,
+/// registers and opens the browser, the others wait and use its tokens; and a token that two
+/// copies see expire is refreshed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copies_started_together_log_in_and_refresh_once() {
+    let w = World::start().await;
+    let mut hosts: Vec<Host> = (0..3).map(|_| w.host()).collect();
+    for (i, h) in hosts.iter_mut().enumerate() {
+        h.request(
+            json!(i),
+            "tools/call",
+            modern_call_params("echo", json!({"text": format!("copy {i}")})),
+        );
+    }
+    for (i, h) in hosts.iter_mut().enumerate() {
+        let r = h.response(&json!(i), T);
+        assert_eq!(text(&r), format!("copy {i}"), "{r}\n{}", h.log.dump());
+        assert_no_secret(&w, h);
+    }
+    assert_eq!(w.auth.count(&w.auth.state.authorizations), 1, "one login");
+    assert_eq!(
+        w.auth.count(&w.auth.state.registrations),
+        1,
+        "one registration"
+    );
+    drop(hosts);
+
+    // The stored token expired: copies started together refresh it once.
+    w.edit_login(|v| v["token"]["expires_at"] = json!(now() - 10));
+    let mut hosts: Vec<Host> = (0..3).map(|_| w.host()).collect();
+    for (i, h) in hosts.iter_mut().enumerate() {
+        h.request(
+            json!(i),
+            "tools/call",
+            modern_call_params("echo", json!({"text": "again"})),
+        );
+    }
+    for (i, h) in hosts.iter_mut().enumerate() {
+        assert_eq!(text(&h.response(&json!(i), T)), "again");
+    }
+    assert_eq!(w.auth.count(&w.auth.state.refreshes), 1, "one refresh");
+    assert_eq!(w.auth.count(&w.auth.state.authorizations), 1);
 }
 
 /// `mcp-bridge auth login` logs in outside the host (connect then uses the login); `auth

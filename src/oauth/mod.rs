@@ -8,8 +8,11 @@
 //! metadata), `register` (static client or RFC 7591), `store` (the per-server file), `login`
 //! (callback listener, browser, grants). This file owns the state of one server's login:
 //! [`OAuth`] hands out the current `Authorization` value, refreshes it ahead of expiry, and on
-//! a 401 refreshes or logs in, one at a time (a tokio mutex; a request that finds the token
-//! already replaced while it waited just uses the new one).
+//! a 401 refreshes or logs in, one at a time: within the process (a tokio mutex; a request
+//! that finds the token already replaced while it waited just uses the new one) and across
+//! processes (`store::Store::lock`, a file lock: copies of the bridge a host starts together
+//! log in once, one copy owning the callback port and the browser, and a rotating refresh
+//! token is never spent twice; a copy that waited uses the token the holder stored).
 //!
 //! A token goes only to the one server URL this client was made for (the remote adds it to its
 //! own requests, never to a redirect or another host), and never into a log line: tokens are
@@ -193,9 +196,16 @@ impl OAuth {
         if due && t.refresh_token.is_some() {
             let _g = self.busy.lock().await;
             if self.token().as_ref() == Some(&t) {
-                info!("the access token expires soon: refreshing it");
-                if let Err(e) = self.refresh().await {
-                    warn!("refreshing ahead of expiry failed: {e}");
+                match self.lock_and_adopt(Some(&t)).await {
+                    // Another copy refreshed it meanwhile: its token is ours now.
+                    Ok((_lock, Some(_))) => {}
+                    Ok((_lock, None)) => {
+                        info!("the access token expires soon: refreshing it");
+                        if let Err(e) = self.refresh().await {
+                            warn!("refreshing ahead of expiry failed: {e}");
+                        }
+                    }
+                    Err(e) => warn!("refreshing ahead of expiry: {e}"),
                 }
             }
         }
@@ -224,8 +234,20 @@ impl OAuth {
                 return Err(Recover::Failed(why));
             }
         }
-        let now = self.token().as_ref().and_then(bearer_value);
-        if let Some(v) = now.filter(|v| Some(v) != sent) {
+        let had = self.token();
+        if let Some(v) = had
+            .as_ref()
+            .and_then(bearer_value)
+            .filter(|v| Some(v) != sent)
+        {
+            return Ok(v);
+        }
+        // One copy of the bridge refreshes or logs in at a time; the others use its tokens.
+        let (_lock, adopted) = self
+            .lock_and_adopt(had.as_ref())
+            .await
+            .map_err(Recover::Failed)?;
+        if let Some(v) = adopted {
             return Ok(v);
         }
         if self.token().is_some_and(|t| t.refresh_token.is_some()) {
@@ -244,6 +266,32 @@ impl OAuth {
             _ => None,
         };
         r
+    }
+
+    /// Take this server's cross-process login lock (waiting at most the login timeout and a
+    /// margin, as a login under way in another copy may take that long); when the store then
+    /// holds a token other than `had` (another copy logged in or refreshed meanwhile), it
+    /// becomes ours: its header value.
+    async fn lock_and_adopt(
+        &self,
+        had: Option<&TokenRecord>,
+    ) -> Result<(store::LoginLock, Option<HeaderValue>), String> {
+        let lock = {
+            let _waiting = Flag::raise(&self.logging_in);
+            let wait = self.settings.login.timeout + Duration::from_secs(30);
+            self.store.lock(wait).await?
+        };
+        let stored = self
+            .store
+            .load()
+            .filter(|r| r.server == discovery::canonical(&self.server));
+        let Some(r) = stored.filter(|r| r.token.is_some() && r.token.as_ref() != had) else {
+            return Ok((lock, None));
+        };
+        info!("using the login another copy of mcp-bridge made or refreshed for this server");
+        let v = r.token.as_ref().and_then(bearer_value);
+        *self.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+        Ok((lock, v))
     }
 
     fn resource_param<'a>(&self, r: &'a Record) -> Option<&'a str> {

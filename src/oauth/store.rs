@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -89,6 +89,10 @@ pub fn default_dir() -> Option<PathBuf> {
     Some(base.join("mcp-bridge").join("oauth"))
 }
 
+/// A held login lock (see [`Store::lock`]); dropping it releases the lock.
+#[derive(Debug)]
+pub struct LoginLock(#[allow(dead_code)] std::fs::File);
+
 /// The file of one server's login.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -129,13 +133,53 @@ impl Store {
         (r.version == VERSION).then_some(r)
     }
 
-    /// Write `r` atomically with mode 0600 in a 0700 folder.
-    pub fn save(&self, r: &Record) -> std::io::Result<()> {
+    fn make_dir(&self) -> std::io::Result<()> {
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&self.dir)?;
-        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))?;
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+    }
+
+    /// This server's login lock, held by one process at a time (an advisory `flock` on
+    /// `<file>.lock`, released when the holder exits, however it exits), waited for up to
+    /// `wait`. Copies of the bridge started together log in once: the holder logs in or
+    /// refreshes, the others then read its tokens from the file.
+    pub async fn lock(&self, wait: Duration) -> Result<LoginLock, String> {
+        self.make_dir()
+            .map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let path = self.file.with_extension("lock");
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            match f.try_lock() {
+                Ok(()) => return Ok(LoginLock(f)),
+                Err(std::fs::TryLockError::WouldBlock) if tokio::time::Instant::now() < until => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(format!(
+                        "another mcp-bridge is logging in to this server and did not finish \
+                         within {} s",
+                        wait.as_secs()
+                    ))
+                }
+                Err(std::fs::TryLockError::Error(e)) => {
+                    return Err(format!("{}: {e}", path.display()))
+                }
+            }
+        }
+    }
+
+    /// Write `r` atomically with mode 0600 in a 0700 folder.
+    pub fn save(&self, r: &Record) -> std::io::Result<()> {
+        self.make_dir()?;
         let mut rnd = [0u8; 8];
         let _ = getrandom::fill(&mut rnd);
         let tag: String = rnd.iter().map(|b| format!("{b:02x}")).collect();

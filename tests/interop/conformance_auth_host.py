@@ -18,13 +18,18 @@ The scenario context is mapped onto connect's flags: `client_id` -> `--oauth-cli
 `client_secret` -> `--oauth-client-secret-file` (a 0600 file in the temp dir). Context keys with
 no connect flag (client-credentials keys, identity-provider tokens, ...) are reported on stdout
 and stderr and otherwise ignored, so those scenarios fail visibly until connect learns them.
+(auth/basic-cimd gives no context: it expects the client id to be the suite's constant URL
+https://conformance-test.local/client-metadata.json, to be passed here once connect has a flag
+for a Client ID Metadata Document.)
 
 Output (stdout, kept by the suite as stdout.txt): `PASS|FAIL <step>: detail` lines and a closing
-`N passed, M failed`. The bridge's stderr (log filter from CONFORMANCE_AUTH_LOG_LEVEL, default
-`info,mcp_bridge=debug`) and the browser stand-in's log go to stderr (kept as stderr.txt). Exit 0 only if every
-step passed. Env: CONFORMANCE_AUTH_HOST_TIMEOUT (seconds for the whole run, default 40; keep it
-below the suite's --timeout), CONFORMANCE_AUTH_OAUTH_TIMEOUT (connect's --oauth-timeout, default
-20s), CONFORMANCE_AUTH_CONNECT_ARGS (extra connect arguments, space-separated).
+`N passed, M failed`; exit 0 only if every step passed. The bridge's stderr and the browser
+stand-in's log go to stderr (kept as stderr.txt).
+
+Env: MCP_BRIDGE_BIN; CONFORMANCE_AUTH_HOST_TIMEOUT (seconds for the whole run, default 40: keep
+it below the suite's --timeout); CONFORMANCE_AUTH_OAUTH_TIMEOUT (connect's --oauth-timeout,
+default 20s); CONFORMANCE_AUTH_LOG_LEVEL (connect's --log-level, default info,mcp_bridge=debug);
+CONFORMANCE_AUTH_CONNECT_ARGS (extra connect arguments, space-separated).
 """
 
 from __future__ import annotations

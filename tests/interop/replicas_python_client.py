@@ -95,7 +95,8 @@ def classify(e: BaseException) -> str:
             if code in msg:
                 return f"http_{code}"
         blob = msg + " " + json.dumps(getattr(e.error, "data", None), default=str).lower()
-        if "unreachable" in blob or "forward" in blob or "requeststate" in blob.replace(" ", ""):
+        if ("unreachable" in blob or "forward" in blob or "cannot resume" in blob
+                or "requeststate" in blob.replace(" ", "")):
             return "retry_unreachable"
         if e.code == -32001:
             return "timeout"
