@@ -453,6 +453,74 @@ async fn copies_started_together_log_in_and_refresh_once() {
     assert_eq!(w.auth.count(&w.auth.state.authorizations), 1);
 }
 
+/// `serve --upstream` (a daemon) uses a login `auth login` kept, never a browser: with the
+/// login its clients' calls reach the protected server; without it they get an error that
+/// says how to log in. The same from a config file's `[servers.NAME.oauth]`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_upstream_uses_a_kept_login_and_never_a_browser() {
+    let w = World::start().await;
+    let d = w.oauth_dir();
+    let b = browser(w.dir.path());
+    let (url, dir, br) = (w.serve.url.clone(), d.clone(), b.clone());
+    let out = tokio::task::spawn_blocking(move || {
+        Bridge::builder()
+            .sub(["auth", "login", &url, "--oauth-param", "extra=yes"])
+            .arg("--oauth-dir")
+            .arg(dir.as_os_str())
+            .env("BROWSER", br.as_os_str())
+            .output()
+    })
+    .await
+    .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let front = Bridge::builder()
+        .serve()
+        .args(["--port", "0", "--upstream", &w.serve.url, "--oauth-dir"])
+        .arg(d.as_os_str())
+        .env("BROWSER", "/bin/false")
+        .spawn()
+        .await;
+    let c = client();
+    let r = call_modern(&c, &front.url, json!(1), "echo", json!({"text": "via"})).await;
+    assert_eq!(r.text(), "via", "{r:?}\n{}", front.log.dump());
+    assert_eq!(w.auth.count(&w.auth.state.authorizations), 1);
+    for t in w.auth.state.issued.lock().unwrap().iter() {
+        assert!(
+            !front.log.dump().contains(t.as_str()),
+            "a token in serve's log"
+        );
+    }
+    drop(front);
+
+    // Logged out: the daemon says how to log in instead of opening a browser.
+    std::fs::remove_dir_all(&d).unwrap();
+    let conf = write(
+        w.dir.path(),
+        "front.toml",
+        &format!(
+            "[servers.far]\nurl = {:?}\n[servers.far.oauth]\nenabled = true\ndir = {:?}\n",
+            w.serve.url,
+            d.to_str().unwrap()
+        ),
+    );
+    let front = daemon(&conf).await;
+    let r = call_modern(
+        &c,
+        &server_url(&front, "far"),
+        json!(2),
+        "echo",
+        json!({"text": "x"}),
+    )
+    .await;
+    let msg = r.error()["message"].as_str().unwrap_or_default().to_owned();
+    assert!(msg.contains("auth login"), "{r:?}\n{}", front.log.dump());
+    assert_eq!(
+        w.auth.count(&w.auth.state.authorizations),
+        1,
+        "no login by the daemon"
+    );
+}
+
 /// `mcp-bridge auth login` logs in outside the host (connect then uses the login); `auth
 /// status` shows it (never its tokens); `auth logout` removes it, and the next run logs in
 /// again.

@@ -84,7 +84,23 @@ pub struct OAuthArgs {
     pub oauth_timeout: Duration,
 }
 
+/// The ids of the OAuth flags (`serve` refuses them without `--upstream`).
+pub fn oauth_ids() -> Vec<String> {
+    OAuthArgs::augment_args(clap::Command::new("oauth"))
+        .get_arguments()
+        .map(|a| a.get_id().as_str().to_owned())
+        .collect()
+}
+
 impl OAuthArgs {
+    /// The settings for a daemon (`serve --upstream`, a `url` server): never interactive.
+    pub fn daemon_settings(&self, static_auth: bool) -> Result<Option<OAuthSettings>, String> {
+        Ok(self.settings(static_auth)?.map(|mut s| {
+            s.login.interactive = false;
+            s
+        }))
+    }
+
     /// Were OAuth settings given (so that every 401 starts a login)?
     fn explicit(&self) -> bool {
         self.oauth
@@ -155,6 +171,7 @@ impl OAuthArgs {
             scope: self.oauth_scope.clone(),
             no_resource: self.oauth_no_resource,
             login: LoginSettings {
+                interactive: true,
                 callback_port: self.oauth_callback_port,
                 no_browser: self.no_browser,
                 timeout: self.oauth_timeout,
@@ -169,10 +186,24 @@ impl ConnectArgs {
         let cfg = self
             .remote
             .config(&self.url, self.probe_timeout, Naming::Flags)?;
-        let static_auth = cfg.has_token || cfg.headers.iter().any(|(k, _)| *k == AUTHORIZATION);
-        let oauth = self.oauth.settings(static_auth)?;
-        Ok(cfg.with_oauth(oauth))
+        with_login(cfg, &self.oauth, false)
     }
+}
+
+/// `cfg` with the OAuth login `oauth` asks for (none beside a static `Authorization`); a
+/// `daemon`'s (`serve`) never opens a browser.
+pub fn with_login(
+    cfg: RemoteConfig,
+    oauth: &OAuthArgs,
+    daemon: bool,
+) -> Result<RemoteConfig, String> {
+    let static_auth = cfg.has_token || cfg.headers.iter().any(|(k, _)| *k == AUTHORIZATION);
+    let settings = if daemon {
+        oauth.daemon_settings(static_auth)?
+    } else {
+        oauth.settings(static_auth)?
+    };
+    Ok(cfg.with_oauth(settings))
 }
 
 #[cfg(test)]

@@ -276,6 +276,10 @@ pub struct ServeArgs {
     /// How to reach the --upstream server (the same flags as `connect`).
     #[command(flatten)]
     pub remote: remote::RemoteArgs,
+    /// The --upstream server's OAuth login (connect's flags; a daemon never opens a browser:
+    /// it uses a login kept by `mcp-bridge auth login URL`, refreshing it).
+    #[command(flatten)]
+    pub oauth: connect::OAuthArgs,
     /// The stdio server to publish: CMD ARGS (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::cli::connect::OAuthArgs;
 use crate::cli::remote::{self, Naming, ProtocolChoice, RemoteArgs};
 use crate::cli::{duration_from_secs, parse_duration, parse_size};
 
@@ -149,6 +150,7 @@ pub struct PoolFile {
 pub struct UrlFile {
     pub url: String,
     pub remote: RemoteArgs,
+    pub oauth: OAuthArgs,
 }
 
 /// A server table as written.
@@ -174,9 +176,44 @@ struct ServerTable {
     retry_idempotent: Option<bool>,
     max_response: Option<Size>,
     idle_timeout: Option<Dur>,
+    oauth: Option<OAuthFile>,
     isolation: Option<IsolationFile>,
     #[serde(default)]
     limits: Limits,
+}
+
+/// `[servers.NAME.oauth]` of a `url` server: connect's `--oauth-*` flags without the prefix
+/// (`enabled = true` is `--oauth`, `false` is `--no-oauth`). A daemon never opens a browser:
+/// it uses the login `mcp-bridge auth login URL` kept in `dir`, and refreshes it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthFile {
+    enabled: Option<bool>,
+    client_id: Option<String>,
+    client_secret_file: Option<PathBuf>,
+    scope: Option<String>,
+    no_resource: Option<bool>,
+    #[serde(default)]
+    params: BTreeMap<String, String>,
+    dir: Option<PathBuf>,
+}
+
+impl OAuthFile {
+    fn args(self) -> OAuthArgs {
+        OAuthArgs {
+            oauth: self.enabled == Some(true),
+            no_oauth: self.enabled == Some(false),
+            oauth_client_id: self.client_id,
+            oauth_client_secret_file: self.client_secret_file,
+            oauth_scope: self.scope,
+            oauth_no_resource: self.no_resource.unwrap_or(false),
+            oauth_param: self.params.into_iter().collect(),
+            oauth_dir: self.dir,
+            no_browser: true,
+            oauth_timeout: Duration::from_secs(300),
+            ..OAuthArgs::default()
+        }
+    }
 }
 
 /// A remote endpoint URL, checked where it is written.
@@ -250,6 +287,7 @@ impl TryFrom<ServerTable> for ServerFile {
             ("retry_idempotent", t.retry_idempotent.is_some()),
             ("max_response", t.max_response.is_some()),
             ("idle_timeout", t.idle_timeout.is_some()),
+            ("oauth", t.oauth.is_some()),
         ];
         let upstream = match (t.command, t.url) {
             (Some(_), Some(_)) => {
@@ -312,6 +350,7 @@ impl TryFrom<ServerTable> for ServerFile {
                         max_response: t.max_response.map_or(d.max_response, |v| v.0),
                         idle_timeout: t.idle_timeout.map(|v| v.0),
                     },
+                    oauth: t.oauth.unwrap_or_default().args(),
                 })
             }
         };

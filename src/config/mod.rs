@@ -154,7 +154,7 @@ impl PartialEq for RemoteSpec {
             max_response,
             probe_timeout: _,
             idle_timeout,
-            oauth: _,
+            oauth,
         } = &self.0;
         let o = &other.0;
         *url == o.url
@@ -168,6 +168,7 @@ impl PartialEq for RemoteSpec {
             && *retry_idempotent == o.retry_idempotent
             && *max_response == o.max_response
             && *idle_timeout == o.idle_timeout
+            && *oauth == o.oauth
     }
 }
 
@@ -281,10 +282,11 @@ impl Plan {
             })
         };
         let target = if let Some(url) = &args.upstream {
-            Target::Url(RemoteSpec(args.remote.config(
-                url,
-                args.probe_timeout,
-                Naming::Flags,
+            let cfg = args.remote.config(url, args.probe_timeout, Naming::Flags)?;
+            Target::Url(RemoteSpec(crate::cli::connect::with_login(
+                cfg,
+                &args.oauth,
+                true,
             )?))
         } else if args.demo {
             let exe =
@@ -610,6 +612,7 @@ fn resolve_server(n: &str, s: &ServerFile, global: &Limits) -> Result<ServerSpec
         UpstreamFile::Url(u) => Target::Url(RemoteSpec(
             u.remote
                 .config(&u.url, limits.probe_timeout, Naming::File)
+                .and_then(|cfg| crate::cli::connect::with_login(cfg, &u.oauth, true))
                 .map_err(|e| format!("server {n:?}: {e}"))?,
         )),
     };
@@ -695,7 +698,9 @@ fn flag_name(id: &str) -> String {
 /// Check that the explicit flags make sense with a configuration file. The remote flags are
 /// refused too: a url server's headers and token belong to it, not to every server.
 pub fn check_overrides(given: &Given) -> Result<(), String> {
-    let remote = remote::ids();
+    let remote = remote::ids()
+        .into_iter()
+        .chain(crate::cli::connect::oauth_ids());
     let not = NOT_WITH_CONFIG.iter().map(|s| s.to_string()).chain(remote);
     for f in not {
         if given.contains(&f) {
@@ -712,7 +717,10 @@ pub fn check_overrides(given: &Given) -> Result<(), String> {
 /// `--upstream`, which in turn has no child for the child flags.
 pub fn check_solo(args: &ServeArgs, given: &Given) -> Result<(), String> {
     if args.upstream.is_none() {
-        if let Some(f) = remote::ids().into_iter().find(|f| given.contains(f)) {
+        let mut remote = remote::ids()
+            .into_iter()
+            .chain(crate::cli::connect::oauth_ids());
+        if let Some(f) = remote.find(|f| given.contains(f)) {
             return Err(format!(
                 "{} belongs to --upstream URL (a remote server)",
                 flag_name(&f)

@@ -259,6 +259,27 @@ fn url_server_mistakes_are_located() {
     assert!(e.contains("`args` belongs to a `command` server"), "{e}");
     let e = plan_of("[servers.a]\ncommand = \"x\"\nheaders = { A = \"b\" }\n").unwrap_err();
     assert!(e.contains("`headers` belongs to a `url` server"), "{e}");
+    let e =
+        plan_of("[servers.a]\ncommand = \"x\"\n[servers.a.oauth]\nscope = \"s\"\n").unwrap_err();
+    assert!(e.contains("`oauth` belongs to a `url` server"), "{e}");
+    let e = plan_of("[servers.a]\nurl = \"http://h/mcp\"\n[servers.a.oauth]\nbrowser = true\n")
+        .unwrap_err();
+    assert!(e.contains("unknown field `browser`"), "{e}");
+    let p = plan_of(
+        "[servers.a]\nurl = \"http://h/mcp\"\n[servers.a.oauth]\nenabled = true\nscope = \"s\"\n\
+         dir = \"/d\"\nparams = { audience = \"x\" }\n",
+    )
+    .unwrap();
+    let Target::Url(r) = &p.servers[0].target else {
+        panic!("not a url server")
+    };
+    let o = r.0.oauth.as_deref().expect("oauth settings");
+    assert!(!o.login.interactive, "a daemon never opens a browser");
+    assert_eq!(o.scope.as_deref(), Some("s"));
+    assert_eq!(
+        o.login.params,
+        vec![("audience".to_owned(), "x".to_owned())]
+    );
     let e = plan_of("[servers.a]\nurl = \"http://h/mcp\"\nheaders = { \"Bad Name\" = \"v\" }\n")
         .unwrap_err();
     assert!(e.starts_with("c.toml:3:") && e.contains("Bad Name"), "{e}");

@@ -33,6 +33,9 @@ use super::store::{now_secs, ClientRecord, Secret, TokenRecord};
 /// The login's own settings (from flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoginSettings {
+    /// A person may log in (connect, `auth login`); false for `serve --upstream`, a daemon
+    /// with nobody at a browser: it uses a stored login and its refreshes only.
+    pub interactive: bool,
     pub callback_port: Option<u16>,
     pub no_browser: bool,
     pub timeout: Duration,

@@ -366,6 +366,14 @@ impl OAuth {
             }
             Err(e) => return Err(Recover::Failed(e.to_string())),
         };
+        if !self.settings.login.interactive {
+            let server = discovery::canonical(&self.server);
+            return Err(Recover::Failed(format!(
+                "{server} needs a login and nobody is at a browser here: run `mcp-bridge auth \
+                 login {server}` with the same OAuth settings and --oauth-dir {}",
+                self.settings.dir.display()
+            )));
+        }
         let scope = self.settings.scope.clone().or(found.scope.clone());
         let listener =
             login::bind_callback(self.server.as_str(), self.settings.login.callback_port)
