@@ -239,6 +239,41 @@ async fn a_killed_replica_takes_only_its_own_state() {
     assert!(r.forwards(2, "unreachable").await >= 1.0);
 }
 
+/// A rolling restart: a replica told to stop (SIGTERM) says so on `/readyz` and keeps serving
+/// what the others forward to it while its calls finish, so a call waiting for its client's
+/// answer (given through another replica) still completes; then it exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_replica_finishes_what_the_others_forward() {
+    let mut r = Replicas::start(2, "modern").await;
+    let c = client();
+    let s = elicit_session(&c, r.url(0)).await;
+    let (sse, req) = ask_2025(&r.all[1], &via(&s, r.url(1)), "drain").await;
+    r.all[0].signal(nix::sys::signal::Signal::SIGTERM);
+    let ready = r.all[0].endpoint("/readyz");
+    let until = std::time::Instant::now() + T;
+    loop {
+        let st = c.get(&ready).send().await.map(|x| x.status().as_u16());
+        if st.as_ref().is_ok_and(|s| *s == 503) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "/readyz while draining: {st:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let text = answer_2025(&r.all[1], &via(&s, r.url(1)), sse, &req, "Ada").await;
+    assert!(text.contains("Ada"), "{text}");
+    assert!(
+        r.all[0].wait_exit(T).await.is_some(),
+        "the drained replica exits"
+    );
+    let gone = via(&s, r.url(1))
+        .call(json!(2), "echo", json!({"text": "x"}))
+        .await;
+    assert_eq!(gone.status, 404, "{gone:?}");
+}
+
 /// A replica needs both settings and a usable key file: usage errors for flags (64), a
 /// configuration error for a file (78).
 #[test]

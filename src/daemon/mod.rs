@@ -533,7 +533,9 @@ async fn announce_ready(d: &Arc<Daemon>) {
     }
 }
 
-/// Ordered shutdown: STOPPING, no new connections, drain the calls, stop the children.
+/// Ordered shutdown: STOPPING, no new connections (a replica first serves what it has in
+/// flight, forwards from other replicas included), drain the calls, stop the children, all
+/// within `--shutdown-grace`.
 async fn shut_down(
     d: &Arc<Daemon>,
     plan: &Plan,
@@ -550,10 +552,20 @@ async fn shut_down(
     for rt in routes.servers.values() {
         rt.app.stopping.cancel();
     }
-    stop_accepting.cancel();
-    for l in loops {
-        let _ = l.await;
+    let until = tokio::time::Instant::now() + plan.shutdown_grace;
+    if d.cluster.is_some() {
+        // A replica: the others forward its sessions' requests and its parked calls' retries
+        // here (a client's answer to a running call's question among them), so it keeps
+        // accepting while it has requests in flight, within the grace; `/readyz` already
+        // says 503, so balancers that check it send nothing new.
+        let busy = || routes.servers.values().any(|rt| rt.in_flight() > 0);
+        while busy() && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
     }
+    stop_accepting.cancel();
+    let left = until.saturating_duration_since(tokio::time::Instant::now());
+    let _ = tokio::time::timeout(left, futures_util::future::join_all(loops)).await;
     d.hurry.cancel();
     info!("stopping child processes");
     let stops: Vec<_> = routes

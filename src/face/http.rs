@@ -122,6 +122,13 @@ fn health(app: &App, path: &str) -> Response<Body> {
     if path == "/healthz" {
         return respond::json(StatusCode::OK, Bytes::from_static(b"{\"status\":\"ok\"}"));
     }
+    if app.stopping.is_cancelled() {
+        // Draining (SIGTERM): take this process out of rotation.
+        return respond::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            Bytes::from_static(b"{\"status\":\"stopping\"}"),
+        );
+    }
     if app.upstream.is_ready() {
         respond::json(
             StatusCode::OK,

@@ -26,8 +26,8 @@ Output (stdout, kept by the suite as stdout.txt): `PASS|FAIL <step>: detail` lin
 `N passed, M failed`; exit 0 only if every step passed. The bridge's stderr and the browser
 stand-in's log go to stderr (kept as stderr.txt).
 
-Env: MCP_BRIDGE_BIN; CONFORMANCE_AUTH_HOST_TIMEOUT (seconds for the whole run, default 40: keep
-it below the suite's --timeout); CONFORMANCE_AUTH_OAUTH_TIMEOUT (connect's --oauth-timeout,
+Env: MCP_BRIDGE_BIN; CONFORMANCE_AUTH_HOST_TIMEOUT (seconds until the host gives up waiting for
+answers, default 37: keep it 3 s or more below the suite's --timeout); CONFORMANCE_AUTH_OAUTH_TIMEOUT (connect's --oauth-timeout,
 default 20s); CONFORMANCE_AUTH_LOG_LEVEL (connect's --log-level, default info,mcp_bridge=debug);
 CONFORMANCE_AUTH_CONNECT_ARGS (extra connect arguments, space-separated).
 """
@@ -106,7 +106,10 @@ class Host:
                            "error": {"code": -32601, "message": "not supported by this host"}})
             # notifications (logging, list changes, progress) are ignored
 
-    def close(self) -> int | None:
+    def close(self, hurry: bool) -> int | None:
+        """Close stdin and wait for the bridge. A call still waiting for a login keeps connect
+        up for its shutdown grace (10 s, which SIGTERM does not shorten), so after a timeout
+        (`hurry`) the bridge gets 2 s and then SIGKILL, to stay inside the suite's timeout."""
         if not self.proc:
             return None
         try:
@@ -115,14 +118,12 @@ class Host:
         except OSError:
             pass
         try:
-            return self.proc.wait(timeout=5)
+            return self.proc.wait(timeout=2 if hurry else 12)
         except subprocess.TimeoutExpired:
-            self.proc.terminate()
-            try:
-                return self.proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                return self.proc.wait()
+            print(f"conformance_auth_host: the bridge is still running after stdin closed "
+                  f"({'host timed out' if hurry else '12 s'}): killing it", file=sys.stderr, flush=True)
+            self.proc.kill()
+            return self.proc.wait()
 
 
 def brief(msg: dict) -> str:
@@ -164,7 +165,7 @@ def main() -> int:
         ctx = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
     except ValueError:
         ctx = {}
-    budget = float(os.environ.get("CONFORMANCE_AUTH_HOST_TIMEOUT", "40"))
+    budget = float(os.environ.get("CONFORMANCE_AUTH_HOST_TIMEOUT", "37"))
     host = Host(time.monotonic() + budget)
     print(f"scenario {scenario}, server {url}", flush=True)
 
@@ -200,12 +201,14 @@ def main() -> int:
         argv += (os.environ.get("CONFORMANCE_AUTH_CONNECT_ARGS") or "").split()
 
         env = dict(os.environ, BROWSER=browser, OAUTH_BROWSER_LOG=browser_log)
+        hurry = False
         try:
             host.start(argv, env)
             run(host)
         except Exception as e:  # noqa: BLE001 - every way out is a reported failure
+            hurry = isinstance(e, TimeoutError)
             host.report(False, "run", f"{type(e).__name__}: {e}"[:600])
-        rc = host.close()
+        rc = host.close(hurry)
         print(f"bridge exit status: {rc}", flush=True)
         if os.path.exists(browser_log):
             with open(browser_log, encoding="utf-8", errors="replace") as f:
