@@ -274,6 +274,9 @@ pub trait CallControl: Send {
     /// The call is parked waiting for its own caller's input (or no longer is): the
     /// upstream must not attribute its peer's new requests to it meanwhile.
     fn set_parked(&mut self, parked: bool);
+    /// Resume a parked call if its peer's next request could only be meant for it; else
+    /// what to wait on before trying again (see [`Cancel::try_unpark`]).
+    fn try_unpark(&mut self) -> Option<Arc<tokio::sync::Notify>>;
 }
 
 /// Cancels one call after its handle is gone.
@@ -285,6 +288,13 @@ pub trait Cancel: Send + Sync {
     /// Flag the call as parked for its caller's input (see [`CallControl::set_parked`]);
     /// nothing to do for an upstream that attributes nothing (a remote).
     fn set_parked(&self, _parked: bool) {}
+    /// Resume a parked call unless another caller's call that may be asked is running on
+    /// the same peer (its next request would be ambiguous); then the notifier that wakes when
+    /// that changes. An upstream that attributes nothing resumes at once.
+    fn try_unpark(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.set_parked(false);
+        None
+    }
 }
 
 /// Cancels one call after its handle is gone (a detached 2025 call). Cheap to clone.
@@ -396,6 +406,9 @@ impl CallControl for CancelOnDrop {
     fn set_parked(&mut self, parked: bool) {
         self.cancel.set_parked(parked);
     }
+    fn try_unpark(&mut self) -> Option<Arc<tokio::sync::Notify>> {
+        self.cancel.try_unpark()
+    }
 }
 
 /// A call in flight: interim events on a bounded queue, the final answer on a oneshot.
@@ -459,6 +472,25 @@ impl CallHandle {
     /// as the addressee of its peer's next request, nor count it as one that may be asked.
     pub fn set_parked(&mut self, parked: bool) {
         self.control.set_parked(parked);
+    }
+
+    /// Resume a parked call once the upstream can attribute its peer's requests to it (a
+    /// 2025 child running another caller's call that may be asked cannot: both would be
+    /// addressees), waiting up to `wait`; false if it could not within that.
+    pub async fn unpark(&mut self, wait: Duration) -> bool {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            let Some(freed) = self.control.try_unpark() else {
+                return true;
+            };
+            let now = tokio::time::Instant::now();
+            if now >= until {
+                return false;
+            }
+            // A slot freed between the try and this wait is seen at the next tick.
+            let tick = (until - now).min(Duration::from_millis(50));
+            let _ = tokio::time::timeout(tick, freed.notified()).await;
+        }
     }
 }
 

@@ -244,6 +244,7 @@ impl ServerSpec {
             call_timeout: self.limits.call_timeout,
             start_wait: self.limits.start_wait,
             park_timeout: self.limits.park_timeout,
+            attribution_wait: self.limits.attribution_wait,
             session_idle: self.limits.session_timeout,
             max_sessions: self.limits.max_sessions,
             isolation_session: self.isolation == Isolation::Session,

@@ -182,6 +182,42 @@ pub struct Resumed<H> {
     pub next: Next<H>,
 }
 
+/// Hand a resumed call's answers to the upstream (`via`, else `default_via`): when every
+/// answer is in, the call is first taken off its park, waiting up to `wait` while the
+/// upstream runs another caller's call that may be asked (a 2025 child's next request would
+/// otherwise have two addressees; written once for both faces). A call that cannot be resumed
+/// in time is refused (the handle dropped: cancelled upstream) and its answers are not sent.
+/// Returns the parked call's id and what the face does next.
+pub async fn hand_over(
+    resumed: Resumed<crate::call::CallHandle>,
+    default_via: &crate::call::SharedUpstream,
+    wait: std::time::Duration,
+) -> (Option<u64>, Next<crate::call::CallHandle>) {
+    let Resumed {
+        to_upstream,
+        via,
+        park_id,
+        mut next,
+    } = resumed;
+    if let Next::Go { handle, .. } = &mut next {
+        if !handle.unpark(wait).await {
+            let msg = format!(
+                "cannot resume: the server is asking another client something and did not \
+                 finish within {} s; call again",
+                wait.as_secs()
+            );
+            return (park_id, Next::Refused(msg));
+        }
+    }
+    let via = via.as_ref().unwrap_or(default_via);
+    for frame in to_upstream {
+        if let Err(e) = via.send_response(frame) {
+            tracing::debug!("an answer for the upstream was not delivered: {e}");
+        }
+    }
+    (park_id, next)
+}
+
 /// What the face does after handing on the answers.
 pub enum Next<H> {
     /// The retry does not resume anything: a message for a -32602 error to the caller.
@@ -226,8 +262,8 @@ pub fn resume<H: Hold>(store: &ParkStore<H>, r: &Retry<'_>) -> Resumed<H> {
         }
     }
     if still.is_empty() {
-        let mut handle = parked.handle;
-        handle.set_parked(false);
+        // Still parked: `hand_over` resumes it when the upstream can attribute its requests.
+        let handle = parked.handle;
         let next = Next::Go {
             handle,
             round: parked.round,
@@ -336,7 +372,7 @@ mod tests {
         else {
             panic!("expected the call back")
         };
-        assert_eq!(handle, Flag(false));
+        assert_eq!(handle, Flag(true), "resumed by hand_over, not here");
     }
 
     fn elicit(id: u64) -> Asked {

@@ -375,13 +375,8 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> R
         ttl: app.cfg.park_timeout,
     };
     let resumed = park::resume(&app.parked, &retry);
-    let via = resumed.via.as_ref().unwrap_or(&app.upstream);
-    for frame in resumed.to_upstream {
-        if let Err(e) = via.send_response(frame) {
-            tracing::warn!("could not hand an input response to the upstream: {e}");
-        }
-    }
-    match resumed.next {
+    let (_, next) = park::hand_over(resumed, &app.upstream, app.cfg.attribution_wait).await;
+    match next {
         park::Next::Refused(msg) => bad(msg),
         park::Next::Again(body) => respond::json(StatusCode::OK, jsonrpc::result(rid, &body)),
         park::Next::Go {

@@ -31,6 +31,9 @@ pub struct HttpConfig {
     pub start_wait: Duration,
     /// How long a parked 2026 call waits for its client's retry (`--park-timeout`).
     pub park_timeout: Duration,
+    /// How long a retried call waits to be resumed while its 2025 child runs another
+    /// client's call that may be asked (`--attribution-wait`).
+    pub attribution_wait: Duration,
     pub session_idle: Duration,
     pub max_sessions: usize,
     pub isolation_session: bool,

@@ -16,6 +16,9 @@ use super::{
 use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
 use crate::era::mrtr;
 use crate::era::park;
+
+/// How long a host's retry waits for its call to be resumable (a remote resumes at once).
+const RESUME_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 use crate::era::rounds::{self, RoundsFace, Waited};
 use crate::face::stdio_observe::Tracked;
 use crate::jsonrpc::{self, code, Fields};
@@ -259,17 +262,13 @@ impl Face {
             ttl: self.park_ttl,
         };
         let resumed = park::resume(&self.parked, &retry);
-        let via = resumed.via.as_ref().unwrap_or(&self.up);
-        for frame in resumed.to_upstream {
-            if let Err(e) = via.send_response(frame) {
-                debug!("an answer for the upstream was not delivered: {e}");
-            }
-        }
-        match resumed.next {
+        // connect's upstream is a remote, which attributes by stream: no wait.
+        let (park_id, next) = park::hand_over(resumed, &self.up, RESUME_WAIT).await;
+        match next {
             park::Next::Refused(msg) => Some(refused(code::INVALID_PARAMS, &msg)),
             park::Next::Again(body) => {
                 // The retry was answered `input_required` too: the host may cancel it by its id.
-                if let Some(park_id) = resumed.park_id {
+                if let Some(park_id) = park_id {
                     self.remember_park(id, park_id);
                 }
                 Some(Outcome::Result(jsonrpc::raw(&body)))

@@ -69,9 +69,12 @@ impl Pending {
 /// Would a new call of `session` (that may be asked) make the child's requests ambiguous?
 /// Yes when another caller's call that may be asked is running: calls of one 2025 session
 /// share its stream, so they are one addressee.
-fn attribution_conflict(pending: &HashMap<u64, Pending>, session: Option<&Arc<str>>) -> bool {
-    pending
-        .values()
+fn attribution_conflict<'a>(
+    others: impl IntoIterator<Item = &'a Pending>,
+    session: Option<&Arc<str>>,
+) -> bool {
+    others
+        .into_iter()
         .filter(|p| p.may_be_asked())
         .any(|p| session.is_none() || p.session.as_ref() != session)
 }
@@ -134,6 +137,9 @@ impl Cancel for ChildCancel {
     fn set_parked(&self, parked: bool) {
         self.proc.set_parked(self.id, parked);
     }
+    fn try_unpark(&self) -> Option<Arc<Notify>> {
+        self.proc.try_unpark(self.id)
+    }
 }
 
 impl Proc {
@@ -190,7 +196,7 @@ impl Proc {
         let may_be_asked = call.ctx.accepts_server_requests && !internal;
         if may_be_asked
             && child_era == Era::Legacy
-            && attribution_conflict(&pending, call.ctx.session.as_ref())
+            && attribution_conflict(pending.values(), call.ctx.session.as_ref())
         {
             return Err(BridgeError::AttributionBusy(0));
         }
@@ -274,6 +280,22 @@ impl Proc {
         }
     }
 
+    /// Resume parked call `id` unless another caller's call that may be asked is running
+    /// (the same rule as `start`, under the same lock): None when resumed (or gone), else
+    /// the notifier to wait on.
+    pub(super) fn try_unpark(&self, id: u64) -> Option<Arc<Notify>> {
+        let mut pending = lock(&self.pending);
+        let session = pending.get(&id)?.session.clone();
+        let others = pending.iter().filter(|(k, _)| **k != id).map(|(_, p)| p);
+        if attribution_conflict(others, session.as_ref()) {
+            return Some(self.slot_freed.clone());
+        }
+        if let Some(p) = pending.get_mut(&id) {
+            p.parked = false;
+        }
+        None
+    }
+
     /// What the probe learned, once it has.
     pub(super) fn info(&self) -> Option<UpstreamInfo> {
         self.info.read().ok().and_then(|g| g.clone())
@@ -288,6 +310,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 mod tests {
     use super::*;
     use crate::call::CallCtx;
+    use std::time::Duration;
 
     fn call() -> Call {
         Call {
@@ -339,9 +362,20 @@ mod tests {
         alice.set_parked(true);
         assert!(lock(&p.pending).get(&1).is_some_and(|e| !e.may_be_asked()));
         let bob = start(8, &askable(Some("s-bob"))).expect("alice is parked");
-        alice.set_parked(false);
-        assert!(lock(&p.pending).get(&1).is_some_and(Pending::may_be_asked));
+        // Resumed while bob may be asked, the child's next request would have two addressees:
+        // alice waits (still parked) until bob is done.
+        assert!(!alice.unpark(Duration::from_millis(120)).await);
+        assert!(lock(&p.pending).get(&1).is_some_and(|e| !e.may_be_asked()));
+        let waiting = tokio::spawn(async move {
+            let resumed = alice.unpark(Duration::from_secs(10)).await;
+            (resumed, alice)
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!waiting.is_finished(), "resumed while bob runs");
         drop(bob);
+        let (resumed, alice) = waiting.await.unwrap();
+        assert!(resumed, "resumed once bob is done");
+        assert!(lock(&p.pending).get(&1).is_some_and(Pending::may_be_asked));
         drop(alice);
         assert_eq!(reason(&start(9, &askable(None))), "started");
     }
