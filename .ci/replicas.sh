@@ -9,11 +9,9 @@
 #      elicit parks the call on one replica (input_required + requestState); the SDK's retry lands
 #      anywhere and must be forwarded to it. A 2025 session's POSTs, GET stream and DELETE land
 #      anywhere and must be forwarded to the replica that minted the session.
-#      The 2026 clients' elicit calls run one at a time per process (--elicit-lock), and the
-#      2025 sessions' elicit calls do not run at the same time as the 2026 ones: a 2025-era child
-#      asked by a call next to another such call may not be attributed (`several 2026 calls are
-#      running` / `several clients share this child`), on a single bridge as well; see the
-#      header of tests/interop/replicas_python_client.py.
+#      2026 and 2025 elicit calls run at once: each replica's lone 2025 child takes one askable
+#      caller at a time (new calls and resumed retries alike wait for the slot), so every
+#      question reaches its own client.
 #   M  serve --demo --demo-era modern  (2026-era child): TypeScript SDK 2025 sessions and Python
 #      SDK legacy + 2026 clients: list + echo + elicit. For a 2025 session the bridge turns the
 #      child's input_required into an elicitation/create on the call's SSE stream; the client's
@@ -296,11 +294,9 @@ wait_clients() { local p; for p in "${CLIENT_PIDS[@]}"; do wait "$p" 2>/dev/null
 
 # ---------------------------------------------------------------- steady: all clients at once
 log "steady: $CLIENTS clients per kind, 3 rounds each (echo + elicit), both groups at once"
-run_clients steady-L-py "$PY" "$PY_CLIENT" "$URL_L" --mode 2026,auto --clients "$CLIENTS" --rounds 3 --elicit --elicit-lock --tag L
+run_clients steady-L-py "$PY" "$PY_CLIENT" "$URL_L" --mode 2026,auto --clients "$CLIENTS" --rounds 3 --elicit --tag L
 run_clients steady-M-ts "$NODE" "$TS_CLIENT" "$URL_M" --clients "$CLIENTS" --rounds 3 --elicit --tag M
 run_clients steady-M-py "$PY" "$PY_CLIENT" "$URL_M" --mode legacy,2026 --clients "$CLIENTS" --rounds 3 --elicit --tag M
-wait_clients
-# The L group's 2025 sessions with elicitation on their own (see the header).
 run_clients steady-L-py-legacy "$PY" "$PY_CLIENT" "$URL_L" --mode legacy --clients "$CLIENTS" --rounds 3 --elicit --tag L
 wait_clients
 for n in steady-L-py steady-M-ts steady-M-py steady-L-py-legacy; do collect "$n"; done
@@ -320,7 +316,7 @@ log "responses per replica (route mcp) after steady: $spread"
 
 # ---------------------------------------------------------------- killed: SIGKILL mid-run
 log "killed: clients loop for ${KILL_SECS}s; SIGKILL L2 and M2 after 4s"
-run_clients killed-L-py "$PY" "$PY_CLIENT" "$URL_L" --mode 2026 --clients 3 --duration "$KILL_SECS" --pause 0.05 --elicit --elicit-lock --reconnect --call-timeout 8 --tag Lk
+run_clients killed-L-py "$PY" "$PY_CLIENT" "$URL_L" --mode 2026 --clients 3 --duration "$KILL_SECS" --pause 0.05 --elicit --reconnect --call-timeout 8 --tag Lk
 run_clients killed-L-py-legacy "$PY" "$PY_CLIENT" "$URL_L" --mode legacy --clients 3 --duration "$KILL_SECS" --pause 0.05 --reconnect --call-timeout 8 --tag Lk
 run_clients killed-M-ts "$NODE" "$TS_CLIENT" "$URL_M" --clients 4 --duration "$KILL_SECS" --pause 0.05 --elicit --reconnect --call-timeout 8 --tag Mk
 run_clients killed-M-py "$PY" "$PY_CLIENT" "$URL_M" --mode legacy,2026 --clients 3 --duration "$KILL_SECS" --pause 0.05 --elicit --reconnect --call-timeout 8 --tag Mk
@@ -387,7 +383,7 @@ done
 # it tries them again with live requests after that.
 sleep 6
 before_L2="$(responses_of L2)"; before_M2="$(responses_of M2)"
-run_clients after-L-py "$PY" "$PY_CLIENT" "$URL_L" --mode 2026 --clients 3 --rounds 3 --elicit --elicit-lock --tag La
+run_clients after-L-py "$PY" "$PY_CLIENT" "$URL_L" --mode 2026 --clients 3 --rounds 3 --elicit --tag La
 run_clients after-L-py-legacy "$PY" "$PY_CLIENT" "$URL_L" --mode legacy --clients 3 --rounds 3 --tag La
 run_clients after-M-ts "$NODE" "$TS_CLIENT" "$URL_M" --clients 3 --rounds 3 --elicit --tag Ma
 wait_clients

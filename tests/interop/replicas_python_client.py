@@ -25,11 +25,10 @@ over the replicas) connects in its mode, checks `tools/list`, then repeats round
 until R rounds are done (default 3) or, with --duration, until S seconds have passed.
 
 --elicit-lock: the 2026-era clients (2026, auto) of this process run their elicit calls one at
-a time, and send their echo calls from a second SDK client that declares no elicitation. Needed
-in front of a 2025-era child: the bridge places a call that may be asked something on a 2025
-child only while no other caller's such call runs there, but it counts all 2026 calls as one
-caller, so two concurrent 2026 calls that may be asked end in `-32603 several 2026 calls are
-running; cannot tell which one asks` (seen on a single bridge too, not a replicas matter).
+a time, and send their echo calls from a second SDK client that declares no elicitation. Was
+needed before the bridge gated a resumed 2026 call like a new one (a retry resumed next to
+another askable call on a 2025 child left the child's next request with two addressees:
+`-32603 several 2026 calls are running`); .ci/replicas.sh no longer uses it.
 
 Without --reconnect any error fails the run. With --reconnect (the replica-killed scenario),
 errors are counted by kind, and a client whose session is gone (HTTP 404 -> the SDK's
