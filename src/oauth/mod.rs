@@ -11,11 +11,17 @@
 //! a 401 refreshes or logs in, one at a time (a tokio mutex; a request that finds the token
 //! already replaced while it waited just uses the new one).
 //!
+//! The grant is the browser's by default; `--oauth-device-code` (RFC 8628) and
+//! `--oauth-client-credentials` (a machine; a client secret or `private_key_jwt` from
+//! [`assertion`]) log in without one: same discovery, same store. A client-credentials token
+//! that expires is simply asked for again.
+//!
 //! A token goes only to the one server URL this client was made for (the remote adds it to its
 //! own requests, never to a redirect or another host), and never into a log line: tokens are
 //! [`store::Secret`]s and header values are marked sensitive.
 
 pub mod admin;
+pub mod assertion;
 pub mod challenge;
 pub mod discovery;
 pub mod http;
@@ -34,8 +40,9 @@ use url::Url;
 
 use self::challenge::Bearer;
 use self::discovery::DiscoverError;
+use self::discovery::Discovered;
 use self::http::{Fetch, Https};
-use self::login::{GrantError, LoginSettings};
+use self::login::{Grant, GrantError, LoginSettings};
 use self::register::StaticClient;
 use self::store::{now_secs, Record, Store, TokenRecord, VERSION};
 
@@ -123,11 +130,16 @@ impl OAuth {
     /// The client for `server`, with whatever login is stored for it.
     pub fn new(settings: OAuthSettings, server: &str, client: Https) -> Result<Self, String> {
         let server = Url::parse(server).map_err(|e| format!("{server}: {e}"))?;
-        let client_key = format!(
+        let mut client_key = format!(
             "{}|{}",
             settings.client.client_id.as_deref().unwrap_or(""),
             settings.scope.as_deref().unwrap_or("")
         );
+        // The browser's key stays as it was (its stored logins stay valid); another grant has
+        // logins of its own.
+        if settings.login.grant != Grant::Browser {
+            client_key = format!("{client_key}|{}", settings.login.grant.name());
+        }
         let resource_key = if settings.no_resource {
             "no-resource"
         } else {
@@ -179,18 +191,27 @@ impl OAuth {
     }
 
     /// The `Authorization` value to send now, refreshed first when it expires within
-    /// [`REFRESH_AHEAD`] seconds (a failed refresh leaves it to the 401 path).
+    /// [`REFRESH_AHEAD`] seconds (a failed refresh leaves it to the 401 path); a client
+    /// credentials token is asked for again instead.
     pub async fn header(&self) -> Option<HeaderValue> {
         let t = self.token()?;
         let due = t
             .expires_at
             .is_some_and(|e| e <= now_secs().saturating_add(REFRESH_AHEAD));
-        if due && t.refresh_token.is_some() {
+        let machine = self.settings.login.grant == Grant::ClientCredentials;
+        if due && (t.refresh_token.is_some() || machine) {
             let _g = self.busy.lock().await;
             if self.token().as_ref() == Some(&t) {
-                info!("the access token expires soon: refreshing it");
-                if let Err(e) = self.refresh().await {
-                    warn!("refreshing ahead of expiry failed: {e}");
+                if t.refresh_token.is_some() {
+                    info!("the access token expires soon: refreshing it");
+                    if let Err(e) = self.refresh().await {
+                        warn!("refreshing ahead of expiry failed: {e}");
+                    }
+                } else {
+                    info!("the access token expires soon: asking for a new one");
+                    if let Err(Recover::Failed(e)) = self.login(Bearer::default(), true).await {
+                        warn!("a new client credentials token failed: {e}");
+                    }
                 }
             }
         }
@@ -231,7 +252,7 @@ impl OAuth {
         }
         let r = {
             let _flag = Flag::raise(&self.logging_in);
-            self.login(challenge.unwrap_or_default()).await
+            self.login(challenge.unwrap_or_default(), false).await
         };
         let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = match &r {
@@ -300,25 +321,114 @@ impl OAuth {
         v
     }
 
-    /// Discovery, client, browser login, token (the caller holds `busy`).
-    async fn login(&self, challenge: Bearer) -> Result<HeaderValue, Recover> {
-        let found = match discovery::discover(&self.fetch, &self.server, &challenge).await {
-            Ok(d) => d,
-            Err(DiscoverError::NoMetadata(tried)) if self.settings.trigger == Trigger::Auto => {
-                info!(
-                    "no OAuth metadata for {} (tried {tried}): not logging in",
-                    self.server
-                );
-                return Err(Recover::NotOAuth);
-            }
-            Err(e) => return Err(Recover::Failed(e.to_string())),
+    /// The stored login's discovery (a client credentials token asked for again ahead of
+    /// expiry needs no new discovery).
+    fn known(&self) -> Option<Discovered> {
+        let r = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        r.as_ref().map(|r| Discovered {
+            resource: r.resource.clone(),
+            server: r.auth_server.clone(),
+            scope: None,
+        })
+    }
+
+    /// Discovery (or, with `reuse`, the stored one), client, the grant, token (the caller
+    /// holds `busy`).
+    async fn login(&self, challenge: Bearer, reuse: bool) -> Result<HeaderValue, Recover> {
+        let grant = self.settings.login.grant;
+        let known = reuse.then(|| self.known()).flatten();
+        let found = match known {
+            Some(k) => k,
+            None => match discovery::discover(
+                &self.fetch,
+                &self.server,
+                &challenge,
+                grant == Grant::Browser,
+            )
+            .await
+            {
+                Ok(d) => d,
+                Err(DiscoverError::NoMetadata(tried)) if self.settings.trigger == Trigger::Auto => {
+                    info!(
+                        "no OAuth metadata for {} (tried {tried}): not logging in",
+                        self.server
+                    );
+                    return Err(Recover::NotOAuth);
+                }
+                Err(e) => return Err(Recover::Failed(e.to_string())),
+            },
         };
         let scope = self.settings.scope.clone().or(found.scope.clone());
-        let listener =
-            login::bind_callback(self.server.as_str(), self.settings.login.callback_port)
+        let mut rec = Record {
+            version: VERSION,
+            server: discovery::canonical(&self.server),
+            resource: found.resource.clone(),
+            auth_server: found.server.clone(),
+            client: None,
+            token: None,
+        };
+        let token = match grant {
+            Grant::Browser => self.browser(&found, &mut rec, scope.as_deref()).await?,
+            Grant::DeviceCode => {
+                login::device_endpoint(&found.server).map_err(Recover::Failed)?;
+                let client = self.client(&found, "", scope.as_deref()).await?;
+                rec.client = Some(client.clone());
+                self.keep(rec.clone());
+                login::device(
+                    &self.fetch,
+                    &found.server,
+                    &client,
+                    self.resource_param(&rec),
+                    scope.as_deref(),
+                    &self.settings.login,
+                )
+                .await
+                .map_err(Recover::Failed)?
+            }
+            Grant::ClientCredentials => {
+                // The secret or key stays in its file: the login file holds only the id.
+                rec.client = self
+                    .settings
+                    .client
+                    .client_id
+                    .clone()
+                    .map(|id| store::ClientRecord {
+                        client_id: id,
+                        client_secret: None,
+                        redirect_uri: String::new(),
+                        registered: false,
+                    });
+                let mut t = login::client_credentials(
+                    &self.fetch,
+                    &found.server,
+                    &self.settings.client,
+                    self.resource_param(&rec),
+                    scope.as_deref(),
+                    &self.settings.login,
+                )
                 .await
                 .map_err(Recover::Failed)?;
-        let redirect = login::redirect_uri(&listener);
+                // RFC 6749 §4.4.3: none is expected; the grant itself is the way to a new token.
+                t.refresh_token = None;
+                t
+            }
+        };
+        // RFC 6749 §5.1: no `scope` in the answer means the scopes asked for.
+        rec.token = Some(TokenRecord {
+            scope: token.scope.clone().or(scope),
+            ..token
+        });
+        self.keep(rec)
+            .ok_or_else(|| Recover::Failed("the token is not a valid header value".into()))
+    }
+
+    /// The client to log in as: the static one, the cached registration, or a new one.
+    async fn client(
+        &self,
+        found: &Discovered,
+        redirect: &str,
+        scope: Option<&str>,
+    ) -> Result<store::ClientRecord, Recover> {
         let cached = self
             .record
             .lock()
@@ -326,39 +436,44 @@ impl OAuth {
             .clone()
             .filter(|r| r.auth_server.issuer == found.server.issuer)
             .and_then(|r| r.client);
-        let client = register::client_for(
+        register::client_for(
             &self.fetch,
             &found.server,
             &self.settings.client,
             cached.as_ref(),
-            &redirect,
-            scope.as_deref(),
+            redirect,
+            scope,
         )
         .await
-        .map_err(Recover::Failed)?;
-        let mut rec = Record {
-            version: VERSION,
-            server: discovery::canonical(&self.server),
-            resource: found.resource.clone(),
-            auth_server: found.server.clone(),
-            client: Some(client.clone()),
-            token: None,
-        };
+        .map_err(Recover::Failed)
+    }
+
+    /// The browser login: callback listener, client, authorization code.
+    async fn browser(
+        &self,
+        found: &Discovered,
+        rec: &mut Record,
+        scope: Option<&str>,
+    ) -> Result<TokenRecord, Recover> {
+        let listener =
+            login::bind_callback(self.server.as_str(), self.settings.login.callback_port)
+                .await
+                .map_err(Recover::Failed)?;
+        let redirect = login::redirect_uri(&listener);
+        let client = self.client(found, &redirect, scope).await?;
+        rec.client = Some(client.clone());
         // Keep the registration even if the login below fails: it is reused next time.
         self.keep(rec.clone());
-        let token = login::authorize(
+        login::authorize(
             &self.fetch,
             &found.server,
             &client,
-            self.resource_param(&rec),
-            scope.as_deref(),
+            self.resource_param(rec),
+            scope,
             &self.settings.login,
             listener,
         )
         .await
-        .map_err(Recover::Failed)?;
-        rec.token = Some(token);
-        self.keep(rec)
-            .ok_or_else(|| Recover::Failed("the token is not a valid header value".into()))
+        .map_err(Recover::Failed)
     }
 }
