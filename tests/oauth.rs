@@ -927,3 +927,52 @@ async fn client_credentials_with_a_private_key_jwt() {
     assert_eq!(st.cc_auth.lock().unwrap().len(), 2);
     h.assert_clean_stdout();
 }
+
+/// A 403 `insufficient_scope` (serve `--required-scope`) starts one more login asking for the
+/// union of the scopes; a server that still does not grant it gets one clear error per call
+/// and no further logins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_scope_steps_up_once() {
+    let w = World::start_with(&[
+        "--required-scope",
+        "mcp:tools",
+        "--required-scope",
+        "mcp:admin",
+    ])
+    .await;
+    let st = &w.auth.state;
+    let narrow = ["--oauth-scope", "mcp:tools"];
+
+    let mut h = w.host_with(&narrow);
+    let r = echo(&mut h, 1, "wider");
+    assert_eq!(text(&r), "wider", "{r}\n{}", h.log.dump());
+    assert_eq!(
+        *st.asked_scopes.lock().unwrap(),
+        ["mcp:tools", "mcp:tools mcp:admin"]
+    );
+    assert_eq!(w.auth.count(&st.authorizations), 2);
+    let r2 = echo(&mut h, 2, "still");
+    assert_eq!(text(&r2), "still");
+    assert_eq!(w.auth.count(&st.authorizations), 2);
+    assert_quiet(&w, &h, &[&r, &r2]);
+    drop(h);
+
+    // The authorization server will not grant mcp:admin.
+    *st.grantable.lock().unwrap() = Some(vec!["mcp:tools".into()]);
+    std::fs::remove_dir_all(w.oauth_dir()).unwrap();
+    let mut h = w.host_with(&narrow);
+    let r = echo(&mut h, 3, "x");
+    let (reason, msg) = error_of(&r);
+    assert_eq!(reason, "insufficient_scope", "{r}\n{}", h.log.dump());
+    assert!(msg.contains("mcp:admin"), "{msg}");
+    assert_eq!(
+        w.auth.count(&st.authorizations),
+        4,
+        "one login, one step-up"
+    );
+    let r2 = echo(&mut h, 4, "y");
+    assert_eq!(error_of(&r2).0, "insufficient_scope", "{r2}");
+    assert_eq!(w.auth.count(&st.authorizations), 4, "no login loop");
+    assert_quiet(&w, &h, &[&r, &r2]);
+    assert_no_server_errors(&w);
+}

@@ -14,7 +14,10 @@
 //! The grant is the browser's by default; `--oauth-device-code` (RFC 8628) and
 //! `--oauth-client-credentials` (a machine; a client secret or `private_key_jwt` from
 //! [`assertion`]) log in without one: same discovery, same store. A client-credentials token
-//! that expires is simply asked for again.
+//! that expires is simply asked for again. A 403 `insufficient_scope` is the other way in
+//! ([`Need::Scope`]): the same grant runs again asking for the union of the scopes already
+//! asked for and the challenge's, once; a server that still refuses gets no further login for
+//! scopes already asked for ([`Recover::Scope`]).
 //!
 //! A token goes only to the one server URL this client was made for (the remote adds it to its
 //! own requests, never to a redirect or another host), and never into a log line: tokens are
@@ -70,13 +73,41 @@ pub struct OAuthSettings {
     pub login: LoginSettings,
 }
 
-/// Why a 401 could not be recovered from.
+/// What the remote's refusal asks of the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// A 401: a (fresh) token.
+    Token,
+    /// A 403 `insufficient_scope`: a token with these scopes too (space-separated).
+    Scope(String),
+}
+
+/// Why a 401 or 403 could not be recovered from.
 #[derive(Debug)]
 pub enum Recover {
     /// Not an OAuth-protected server (as far as we can tell): keep the 401.
     NotOAuth,
     /// The login or refresh failed; the message says why (no secrets).
     Failed(String),
+    /// The scopes (space-separated) were asked for already and not granted: no new login.
+    Scope(String),
+}
+
+/// The scopes of space-separated lists, each once, in order.
+pub fn scope_union<'a>(lists: impl IntoIterator<Item = Option<&'a str>>) -> Option<String> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in lists.into_iter().flatten().flat_map(str::split_whitespace) {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    (!out.is_empty()).then(|| out.join(" "))
+}
+
+/// Does the list `have` hold every scope of `want`?
+fn scopes_cover(have: Option<&str>, want: &str) -> bool {
+    let have: Vec<&str> = have.unwrap_or("").split_whitespace().collect();
+    want.split_whitespace().all(|w| have.contains(&w))
 }
 
 /// One server's login state.
@@ -92,7 +123,10 @@ pub struct OAuth {
     /// Logins attempted so far, and the last one's failure (with its number): requests that
     /// queued behind a failed login share its answer instead of each starting another.
     attempts: AtomicU64,
-    last_failure: Mutex<Option<(u64, String)>>,
+    last_failure: Mutex<Option<(u64, (String, bool))>>,
+    /// The scopes the last login asked for, and those a step-up added (kept by later logins).
+    asked: Mutex<Option<String>>,
+    wider: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -172,6 +206,8 @@ impl OAuth {
             logging_in: AtomicBool::new(false),
             attempts: AtomicU64::new(0),
             last_failure: Mutex::new(None),
+            asked: Mutex::new(None),
+            wider: Mutex::new(None),
         })
     }
 
@@ -209,7 +245,9 @@ impl OAuth {
                     }
                 } else {
                     info!("the access token expires soon: asking for a new one");
-                    if let Err(Recover::Failed(e)) = self.login(Bearer::default(), true).await {
+                    if let Err(Recover::Failed(e) | Recover::Scope(e)) =
+                        self.login(Bearer::default(), true).await
+                    {
                         warn!("a new client credentials token failed: {e}");
                     }
                 }
@@ -218,10 +256,12 @@ impl OAuth {
         self.token().as_ref().and_then(bearer_value)
     }
 
-    /// The remote answered 401 to a request sent with `sent` (its `Authorization`, if any):
-    /// refresh or log in, and return the value to retry with.
+    /// The remote refused a request sent with `sent` (its `Authorization`, if any): 401
+    /// ([`Need::Token`]: refresh or log in) or 403 `insufficient_scope` ([`Need::Scope`]: log in
+    /// again asking for the wider scope). The value to retry with, once.
     pub async fn recover(
         &self,
+        need: Need,
         challenge: Option<Bearer>,
         sent: Option<&HeaderValue>,
     ) -> Result<HeaderValue, Recover> {
@@ -230,24 +270,46 @@ impl OAuth {
         }
         let seen = self.attempts.load(Ordering::SeqCst);
         let _g = self.busy.lock().await;
-        if let Some((n, why)) = self
+        if let Some((n, (why, scope))) = self
             .last_failure
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
         {
             if n > seen {
-                return Err(Recover::Failed(why));
+                return Err(if scope {
+                    Recover::Scope(why)
+                } else {
+                    Recover::Failed(why)
+                });
             }
         }
         let now = self.token().as_ref().and_then(bearer_value);
         if let Some(v) = now.filter(|v| Some(v) != sent) {
             return Ok(v);
         }
-        if self.token().is_some_and(|t| t.refresh_token.is_some()) {
-            match self.refresh().await {
-                Ok(v) => return Ok(v),
-                Err(e) => warn!("refresh failed ({e}); logging in again"),
+        match &need {
+            Need::Token => {
+                if self.token().is_some_and(|t| t.refresh_token.is_some()) {
+                    match self.refresh().await {
+                        Ok(v) => return Ok(v),
+                        Err(e) => warn!("refresh failed ({e}); logging in again"),
+                    }
+                }
+            }
+            Need::Scope(more) => {
+                let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if scopes_cover(asked.as_deref(), more) {
+                    info!("the server wants scope {more:?}, which the last login asked for and did not get");
+                    return Err(Recover::Scope(more.clone()));
+                }
+                let granted = self.token().and_then(|t| t.scope);
+                let want = scope_union([asked.as_deref(), granted.as_deref(), Some(more)]);
+                info!(
+                    "the server wants scope {more:?}: logging in again for {}",
+                    want.as_deref().unwrap_or("")
+                );
+                *self.wider.lock().unwrap_or_else(|p| p.into_inner()) = want;
             }
         }
         let r = {
@@ -256,7 +318,8 @@ impl OAuth {
         };
         let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = match &r {
-            Err(Recover::Failed(why)) => Some((n, why.clone())),
+            Err(Recover::Failed(why)) => Some((n, (why.clone(), false))),
+            Err(Recover::Scope(why)) => Some((n, (why.clone(), true))),
             _ => None,
         };
         r
@@ -358,7 +421,10 @@ impl OAuth {
                 Err(e) => return Err(Recover::Failed(e.to_string())),
             },
         };
-        let scope = self.settings.scope.clone().or(found.scope.clone());
+        let base = self.settings.scope.clone().or(found.scope.clone());
+        let wider = self.wider.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let scope = scope_union([base.as_deref(), wider.as_deref()]);
+        *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = scope.clone();
         let mut rec = Record {
             version: VERSION,
             server: discovery::canonical(&self.server),
@@ -475,5 +541,23 @@ impl OAuth {
         )
         .await
         .map_err(Recover::Failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_lists_union_in_order_and_cover() {
+        assert_eq!(
+            scope_union([Some("a b"), None, Some("b  c"), Some("")]).as_deref(),
+            Some("a b c")
+        );
+        assert_eq!(scope_union([None, Some(" ")]), None);
+        assert!(scopes_cover(Some("a b c"), "c a"));
+        assert!(!scopes_cover(Some("a b"), "a d"));
+        assert!(!scopes_cover(None, "a"));
+        assert!(scopes_cover(None, ""));
     }
 }
