@@ -80,7 +80,7 @@ pub struct OAuthArgs {
     /// ~/.config/mcp-bridge/oauth).
     #[arg(long, value_name = "DIR")]
     pub oauth_dir: Option<PathBuf>,
-    /// How long the browser login may take.
+    /// How long the browser or device login may take.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub oauth_timeout: Duration,
     /// Log in without a browser here: the device authorization grant (RFC 8628); the URL and
