@@ -957,6 +957,30 @@ async fn insufficient_scope_steps_up_once() {
     assert_quiet(&w, &h, &[&r, &r2]);
     drop(h);
 
+    // The same with the grant of a machine: the step-up runs the client credentials grant.
+    let secret = "m2m-s3cret-value";
+    *st.client_secret.lock().unwrap() = secret.into();
+    st.secrets.lock().unwrap().push(secret.into());
+    let sf = w.file("secret", secret);
+    let mut h = w.host_with(&[
+        "--oauth-scope",
+        "mcp:tools",
+        "--oauth-client-credentials",
+        "--oauth-client-id",
+        "m2m",
+        "--oauth-client-secret-file",
+        &sf,
+    ]);
+    let r = echo(&mut h, 5, "machine");
+    assert_eq!(text(&r), "machine", "{r}\n{}", h.log.dump());
+    assert_eq!(st.cc_auth.lock().unwrap().len(), 2);
+    assert_eq!(
+        st.asked_scopes.lock().unwrap()[2..],
+        ["mcp:tools", "mcp:tools mcp:admin"]
+    );
+    assert_quiet(&w, &h, &[&r]);
+    drop(h);
+
     // The authorization server will not grant mcp:admin.
     *st.grantable.lock().unwrap() = Some(vec!["mcp:tools".into()]);
     std::fs::remove_dir_all(w.oauth_dir()).unwrap();
