@@ -62,6 +62,8 @@ struct AsState {
     /// device code -> (user code, scope, client id, times polled); and when each poll came.
     device_codes: Mutex<HashMap<String, (String, String, String, usize)>>,
     polls: Mutex<Vec<Instant>>,
+    /// Every user code handed out (on stderr, never on stdout).
+    user_codes: Mutex<Vec<String>>,
     /// Secrets that must never reach stdout or the log: device codes, the client secret.
     secrets: Mutex<Vec<String>>,
     /// Client credentials: the secret of client `m2m`, the public JWKs of key clients, how
@@ -411,6 +413,7 @@ fn answer(
             }
             let (device_code, user_code) = (random("dc"), random("UC")[..12].to_owned());
             st.secrets.lock().unwrap().push(device_code.clone());
+            st.user_codes.lock().unwrap().push(user_code.clone());
             st.asked_scopes.lock().unwrap().push(get("scope"));
             st.device_codes.lock().unwrap().insert(
                 device_code.clone(),
@@ -560,7 +563,7 @@ fn assert_quiet(w: &World, h: &Host, answers: &[&Value]) {
             "a secret on connect's stdout:\n{out}"
         );
     }
-    for (user_code, ..) in st.device_codes.lock().unwrap().values() {
+    for user_code in st.user_codes.lock().unwrap().iter() {
         assert!(!out.contains(user_code.as_str()), "{out}");
     }
     h.assert_clean_stdout();
@@ -790,18 +793,16 @@ async fn device_login_shows_the_code_on_stderr_and_polls_as_told() {
         "slow_down adds 5 s: {:?}",
         polls[2] - polls[1]
     );
-    let user_code = st
-        .device_codes
-        .lock()
-        .unwrap()
-        .values()
-        .map(|v| v.0.clone())
-        .next();
-    // The last code was used up; the user code of a code handed out is on stderr.
+    let user_code = st.user_codes.lock().unwrap().last().cloned().unwrap();
     let log = h.log.dump();
-    assert!(log.contains("/verify"), "{log}");
-    assert!(log.contains("enter the code UC-"), "{log}");
-    assert!(user_code.is_none_or(|c| !c.is_empty()));
+    assert!(
+        log.contains(&format!("/verify?user_code={user_code}")),
+        "the complete URL on stderr:\n{log}"
+    );
+    assert!(
+        log.contains(&format!("/verify and enter the code {user_code}")),
+        "{log}"
+    );
     assert_eq!(w.auth.count(&st.authorizations), 0, "no browser login");
     assert_eq!(
         w.auth.count(&st.registrations),
