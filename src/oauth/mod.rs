@@ -424,14 +424,15 @@ impl OAuth {
         let base = self.settings.scope.clone().or(found.scope.clone());
         let wider = self.wider.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let scope = scope_union([base.as_deref(), wider.as_deref()]);
-        *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = scope.clone();
+        // What is kept while the login runs: the registration, and the token in use (a step-up
+        // that fails leaves the narrower token working).
         let mut rec = Record {
             version: VERSION,
             server: discovery::canonical(&self.server),
             resource: found.resource.clone(),
             auth_server: found.server.clone(),
             client: None,
-            token: None,
+            token: self.token(),
         };
         let token = match grant {
             Grant::Browser => self.browser(&found, &mut rec, scope.as_deref()).await?,
@@ -479,6 +480,8 @@ impl OAuth {
                 t
             }
         };
+        // Asked for and got (a step-up for these scopes again would be a loop).
+        *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = scope.clone();
         // RFC 6749 §5.1: no `scope` in the answer means the scopes asked for.
         rec.token = Some(TokenRecord {
             scope: token.scope.clone().or(scope),
