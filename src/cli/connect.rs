@@ -70,7 +70,8 @@ pub struct OAuthArgs {
     /// Leave out the RFC 8707 `resource` parameter (for providers that reject it).
     #[arg(long)]
     pub oauth_no_resource: bool,
-    /// Extra authorization request parameter K=V (repeatable), e.g. audience=…, prompt=consent.
+    /// Extra authorization request parameter K=V (repeatable), e.g. audience=…, prompt=consent
+    /// (with --oauth-device-code or --oauth-client-credentials: on their requests).
     #[arg(long, value_name = "K=V", value_parser = parse_kv)]
     pub oauth_param: Vec<(String, String)>,
     /// Do not open a browser; only print the login URL (on stderr).
