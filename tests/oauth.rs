@@ -7,6 +7,12 @@
 //! out of the log; a second run uses the stored login; an expired or rejected token is
 //! refreshed; a refused refresh starts a new login; a login that cannot finish is one clear
 //! error for the call that needed it.
+//!
+//! The logins without a browser use the same server: a device authorization endpoint (answers
+//! `authorization_pending`, then `slow_down`, then the token; or `access_denied`), and the
+//! client credentials grant (a secret by Basic or in the body, as the metadata says, or a
+//! `private_key_jwt` assertion verified against the client's public key). The step-up runs
+//! against `serve --required-scope`, which answers 403 `insufficient_scope`.
 
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -18,7 +24,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use base64::Engine;
 use serde_json::{json, Value};
@@ -39,11 +45,33 @@ struct AsState {
     registrations: AtomicUsize,
     /// Refuse refresh tokens (`invalid_grant`).
     refuse_refresh: AtomicBool,
-    /// code -> (PKCE challenge, redirect_uri)
-    codes: Mutex<HashMap<String, (String, String)>>,
-    refresh_tokens: Mutex<Vec<String>>,
+    /// code -> (PKCE challenge, redirect_uri, scope)
+    codes: Mutex<HashMap<String, (String, String, String)>>,
+    /// refresh token -> the scope it was issued with
+    refresh_tokens: Mutex<HashMap<String, String>>,
     /// Every access and refresh token handed out (none may reach a log).
     issued: Mutex<Vec<String>>,
+    /// The `scope` of every authorization, device or client credentials request.
+    asked_scopes: Mutex<Vec<String>>,
+    /// Grant only these scopes (None: any asked for).
+    grantable: Mutex<Option<Vec<String>>>,
+    /// Advertise the device authorization endpoint.
+    device: AtomicBool,
+    /// Refuse device logins (`access_denied`).
+    deny_device: AtomicBool,
+    /// device code -> (user code, scope, client id, times polled); and when each poll came.
+    device_codes: Mutex<HashMap<String, (String, String, String, usize)>>,
+    polls: Mutex<Vec<Instant>>,
+    /// Every user code handed out (on stderr, never on stdout).
+    user_codes: Mutex<Vec<String>>,
+    /// Secrets that must never reach stdout or the log: device codes, the client secret.
+    secrets: Mutex<Vec<String>>,
+    /// Client credentials: the secret of client `m2m`, the public JWKs of key clients, how
+    /// each grant authenticated, and whether the metadata offers only `client_secret_post`.
+    client_secret: Mutex<String>,
+    client_keys: Mutex<HashMap<String, Value>>,
+    cc_auth: Mutex<Vec<String>>,
+    post_only: AtomicBool,
     /// What went wrong at the server (the test asserts it stays empty).
     errors: Mutex<Vec<String>>,
 }
@@ -88,9 +116,15 @@ impl AuthServer {
                                 use http_body_util::BodyExt;
                                 let path = req.uri().path().to_owned();
                                 let query = req.uri().query().unwrap_or("").to_owned();
+                                let authz = req
+                                    .headers()
+                                    .get("authorization")
+                                    .and_then(|v| v.to_str().ok())
+                                    .unwrap_or("")
+                                    .to_owned();
                                 let body = req.into_body().collect().await.unwrap().to_bytes();
                                 let (status, headers, text) =
-                                    answer(&st, &k, &path, query.as_bytes(), &body);
+                                    answer(&st, &k, &path, query.as_bytes(), &authz, &body);
                                 let mut r = hyper::Response::new(http_body_util::Full::new(
                                     bytes::Bytes::from(text),
                                 ));
@@ -116,22 +150,107 @@ impl AuthServer {
     }
 }
 
-fn issue(st: &AsState, key: &TestKey) -> Value {
-    let t = now();
-    let access = key.token(&json!({
-        "iss": st.base, "sub": "user-1", "aud": *st.resource.lock().unwrap(),
-        "iat": t, "nbf": t - 5, "exp": t + 600, "scope": "mcp:tools",
-    }));
+fn random(prefix: &str) -> String {
     let mut rnd = [0u8; 16];
     getrandom::fill(&mut rnd).unwrap();
-    let refresh = format!("rt-{}", b64(&rnd));
-    st.refresh_tokens.lock().unwrap().push(refresh.clone());
-    st.issued
-        .lock()
-        .unwrap()
-        .extend([access.clone(), refresh.clone()]);
-    json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
-           "refresh_token": refresh, "scope": "mcp:tools"})
+    format!("{prefix}-{}", b64(&rnd))
+}
+
+/// A token for `asked` (space-separated; empty: `mcp:tools`), cut to what is grantable; with a
+/// refresh token unless `machine`.
+fn issue(st: &AsState, key: &TestKey, asked: &str, machine: bool) -> Value {
+    let t = now();
+    let asked = if asked.trim().is_empty() {
+        "mcp:tools"
+    } else {
+        asked
+    };
+    let scope: Vec<&str> = asked
+        .split_whitespace()
+        .filter(|s| {
+            st.grantable
+                .lock()
+                .unwrap()
+                .as_ref()
+                .is_none_or(|g| g.iter().any(|x| x == s))
+        })
+        .collect();
+    let scope = scope.join(" ");
+    let access = key.token(&json!({
+        "iss": st.base, "sub": "user-1", "aud": *st.resource.lock().unwrap(),
+        "iat": t, "nbf": t - 5, "exp": t + 600, "scope": scope,
+    }));
+    st.issued.lock().unwrap().push(access.clone());
+    let mut doc = json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
+                         "scope": scope});
+    if !machine {
+        let refresh = random("rt");
+        st.refresh_tokens
+            .lock()
+            .unwrap()
+            .insert(refresh.clone(), scope.clone());
+        st.issued.lock().unwrap().push(refresh.clone());
+        doc["refresh_token"] = json!(refresh);
+    }
+    doc
+}
+
+/// How a client credentials request authenticated, or why it did not.
+fn client_auth(st: &AsState, authz: &str, f: &HashMap<String, String>) -> Result<String, String> {
+    let get = |k: &str| f.get(k).cloned().unwrap_or_default();
+    let token_url = format!("{}/token", st.base);
+    if let Some(b) = authz.strip_prefix("Basic ") {
+        let raw = base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map_err(|e| e.to_string())?;
+        let raw = String::from_utf8(raw).map_err(|e| e.to_string())?;
+        let (id, secret) = raw.split_once(':').ok_or("no colon")?;
+        let secret: String = url::form_urlencoded::parse(format!("s={secret}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default();
+        return if id == "m2m" && secret == *st.client_secret.lock().unwrap() {
+            Ok("client_secret_basic".into())
+        } else {
+            Err(format!("bad Basic credentials for {id}"))
+        };
+    }
+    if f.contains_key("client_secret") {
+        return if get("client_id") == "m2m"
+            && get("client_secret") == *st.client_secret.lock().unwrap()
+        {
+            Ok("client_secret_post".into())
+        } else {
+            Err("bad client_secret".into())
+        };
+    }
+    if get("client_assertion_type") != "urn:ietf:params:oauth:client-assertion-type:jwt-bearer" {
+        return Err("no client authentication".into());
+    }
+    let jwt = get("client_assertion");
+    let header = jsonwebtoken::decode_header(&jwt).map_err(|e| e.to_string())?;
+    let id = get("client_id");
+    let Some(jwk) = st.client_keys.lock().unwrap().get(&id).cloned() else {
+        return Err(format!("no key for client {id:?}"));
+    };
+    if header.kid.as_deref() != jwk["kid"].as_str() {
+        return Err(format!("kid {:?}", header.kid));
+    }
+    let jwk: jsonwebtoken::jwk::Jwk = serde_json::from_value(jwk).map_err(|e| e.to_string())?;
+    let key = jsonwebtoken::DecodingKey::from_jwk(&jwk).map_err(|e| e.to_string())?;
+    let mut v = jsonwebtoken::Validation::new(header.alg);
+    v.set_audience(&[&token_url]);
+    v.set_issuer(&[&id]);
+    v.sub = Some(id.clone());
+    v.set_required_spec_claims(&["exp", "aud", "iss", "sub"]);
+    let c = jsonwebtoken::decode::<Value>(&jwt, &key, &v)
+        .map_err(|e| format!("assertion: {e}"))?
+        .claims;
+    let life = c["exp"].as_i64().unwrap_or(i64::MAX) - now();
+    if !(0..=300).contains(&life) || c["jti"].as_str().is_none_or(str::is_empty) {
+        return Err(format!("assertion claims {c}"));
+    }
+    Ok(format!("private_key_jwt {:?}", header.alg))
 }
 
 fn answer(
@@ -139,6 +258,7 @@ fn answer(
     key: &TestKey,
     path: &str,
     query: &[u8],
+    authz: &str,
     body: &[u8],
 ) -> (u16, Vec<(&'static str, String)>, String) {
     let fail = |why: String| {
@@ -149,22 +269,36 @@ fn answer(
         )
     };
     match path {
-        "/.well-known/oauth-authorization-server" => reply(
-            200,
-            json!({
+        "/.well-known/oauth-authorization-server" => {
+            let mut meta = json!({
                 "issuer": st.base,
                 "authorization_endpoint": format!("{}/authorize", st.base),
                 "token_endpoint": format!("{}/token", st.base),
                 "registration_endpoint": format!("{}/register", st.base),
                 "response_types_supported": ["code"],
-                "grant_types_supported": ["authorization_code", "refresh_token"],
+                "grant_types_supported": ["authorization_code", "refresh_token",
+                    "client_credentials", "urn:ietf:params:oauth:grant-type:device_code"],
                 "code_challenge_methods_supported": ["S256"],
-                "token_endpoint_auth_methods_supported": ["none"],
-            }),
-        ),
+                "token_endpoint_auth_methods_supported":
+                    ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
+            });
+            if st.post_only.load(Ordering::SeqCst) {
+                meta["token_endpoint_auth_methods_supported"] =
+                    json!(["none", "client_secret_post"]);
+            }
+            if st.device.load(Ordering::SeqCst) {
+                meta["device_authorization_endpoint"] = json!(format!("{}/device", st.base));
+            }
+            reply(200, meta)
+        }
         "/register" => {
             let doc: Value = serde_json::from_slice(body).unwrap_or_default();
-            if doc["token_endpoint_auth_method"] != "none" || !doc["redirect_uris"].is_array() {
+            let device = doc["grant_types"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|t| t == DEVICE_GRANT));
+            if doc["token_endpoint_auth_method"] != "none"
+                || (!device && !doc["redirect_uris"].is_array())
+            {
                 return fail(format!("bad registration {doc}"));
             }
             let n = st.registrations.fetch_add(1, Ordering::SeqCst) + 1;
@@ -188,11 +322,12 @@ fn answer(
                 return fail("the --oauth-param did not arrive".into());
             }
             st.authorizations.fetch_add(1, Ordering::SeqCst);
+            st.asked_scopes.lock().unwrap().push(get("scope"));
             let code = format!("code-{}", st.authorizations.load(Ordering::SeqCst));
-            st.codes
-                .lock()
-                .unwrap()
-                .insert(code.clone(), (get("code_challenge"), get("redirect_uri")));
+            st.codes.lock().unwrap().insert(
+                code.clone(),
+                (get("code_challenge"), get("redirect_uri"), get("scope")),
+            );
             let mut loc = url::Url::parse(&get("redirect_uri")).unwrap();
             loc.query_pairs_mut()
                 .append_pair("code", &code)
@@ -207,7 +342,8 @@ fn answer(
             }
             match get("grant_type").as_str() {
                 "authorization_code" => {
-                    let Some((challenge, redirect)) = st.codes.lock().unwrap().remove(&get("code"))
+                    let Some((challenge, redirect, scope)) =
+                        st.codes.lock().unwrap().remove(&get("code"))
                     else {
                         return reply(400, json!({"error": "invalid_grant"}));
                     };
@@ -216,26 +352,87 @@ fn answer(
                     if want != challenge || redirect != get("redirect_uri") {
                         return fail("PKCE verifier or redirect_uri mismatch".into());
                     }
-                    reply(200, issue(st, key))
+                    reply(200, issue(st, key, &scope, false))
                 }
                 "refresh_token" => {
-                    let known = st
+                    let scope = st
                         .refresh_tokens
                         .lock()
                         .unwrap()
-                        .contains(&get("refresh_token"));
-                    if !known || st.refuse_refresh.load(Ordering::SeqCst) {
+                        .get(&get("refresh_token"))
+                        .cloned();
+                    let Some(scope) = scope.filter(|_| !st.refuse_refresh.load(Ordering::SeqCst))
+                    else {
                         return reply(400, json!({"error": "invalid_grant"}));
-                    }
+                    };
                     st.refreshes.fetch_add(1, Ordering::SeqCst);
-                    reply(200, issue(st, key))
+                    reply(200, issue(st, key, &scope, false))
                 }
+                DEVICE_GRANT => {
+                    let mut codes = st.device_codes.lock().unwrap();
+                    let Some(entry) = codes.get_mut(&get("device_code")) else {
+                        return reply(400, json!({"error": "invalid_grant"}));
+                    };
+                    if entry.2 != get("client_id") {
+                        return fail("the device code belongs to another client".into());
+                    }
+                    st.polls.lock().unwrap().push(Instant::now());
+                    entry.3 += 1;
+                    if st.deny_device.load(Ordering::SeqCst) {
+                        return reply(400, json!({"error": "access_denied"}));
+                    }
+                    match entry.3 {
+                        1 => reply(400, json!({"error": "authorization_pending"})),
+                        2 => reply(400, json!({"error": "slow_down"})),
+                        _ => {
+                            let scope = entry.1.clone();
+                            codes.remove(&get("device_code"));
+                            reply(200, issue(st, key, &scope, false))
+                        }
+                    }
+                }
+                "client_credentials" => match client_auth(st, authz, &f) {
+                    Ok(how) => {
+                        st.cc_auth.lock().unwrap().push(how);
+                        st.asked_scopes.lock().unwrap().push(get("scope"));
+                        reply(200, issue(st, key, &get("scope"), true))
+                    }
+                    Err(why) => fail(why),
+                },
                 other => fail(format!("grant_type {other:?}")),
             }
+        }
+        "/device" => {
+            let f = form(body);
+            let get = |k: &str| f.get(k).cloned().unwrap_or_default();
+            if get("client_id").is_empty() {
+                return fail("device request without client_id".into());
+            }
+            if get("resource") != *st.resource.lock().unwrap() {
+                return fail(format!("device resource {:?}", get("resource")));
+            }
+            let (device_code, user_code) = (random("dc"), random("UC")[..12].to_owned());
+            st.secrets.lock().unwrap().push(device_code.clone());
+            st.user_codes.lock().unwrap().push(user_code.clone());
+            st.asked_scopes.lock().unwrap().push(get("scope"));
+            st.device_codes.lock().unwrap().insert(
+                device_code.clone(),
+                (user_code.clone(), get("scope"), get("client_id"), 0),
+            );
+            reply(
+                200,
+                json!({"device_code": device_code, "user_code": user_code,
+                       "verification_uri": format!("{}/verify", st.base),
+                       "verification_uri_complete":
+                           format!("{}/verify?user_code={user_code}", st.base),
+                       "expires_in": 120, "interval": 1}),
+            )
         }
         _ => (404, vec![], String::new()),
     }
 }
+
+const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
 
 /// A `$BROWSER` that follows the authorization redirect to the callback.
 fn browser(dir: &Path) -> PathBuf {
@@ -258,6 +455,11 @@ struct World {
 
 impl World {
     async fn start() -> World {
+        World::start_with(&[]).await
+    }
+
+    /// With more `serve` flags (e.g. `--required-scope`).
+    async fn start_with(serve_args: &[&str]) -> World {
         let key = TestKey::es256("as-key");
         let jwks_server = JwksServer::start(jwks(&[&key])).await;
         let auth = AuthServer::start(key).await;
@@ -275,6 +477,7 @@ impl World {
                 "--issuer",
                 &auth.state.base,
             ])
+            .args(serve_args)
             .spawn()
             .await;
         // The resource is known once `serve` listens; nothing asks for a token before this.
@@ -292,18 +495,27 @@ impl World {
     }
 
     fn host(&self) -> Host {
+        self.host_with(&[])
+    }
+
+    /// `connect` with the login folder, the `$BROWSER` stand-in, and `extra` flags.
+    fn host_with(&self, extra: &[&str]) -> Host {
         let b = browser(self.dir.path());
         let d = self.oauth_dir();
-        Host::start_env(
-            &self.serve.url,
-            &[
-                "--oauth-dir",
-                d.to_str().unwrap(),
-                "--oauth-param",
-                "extra=yes",
-            ],
-            &[("BROWSER", b.to_str().unwrap())],
-        )
+        let mut args = vec![
+            "--oauth-dir",
+            d.to_str().unwrap(),
+            "--oauth-param",
+            "extra=yes",
+        ];
+        args.extend_from_slice(extra);
+        Host::start_env(&self.serve.url, &args, &[("BROWSER", b.to_str().unwrap())])
+    }
+
+    fn file(&self, name: &str, text: &str) -> String {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_owned()
     }
 
     /// The one login file (beside it: its lock file).
@@ -332,6 +544,68 @@ fn echo(h: &mut Host, id: i64, text: &str) -> Value {
         modern_call_params("echo", json!({"text": text})),
     );
     h.response(&json!(id), T)
+}
+
+/// No token, device code or client secret in connect's log or on its stdout (the answers read
+/// there, and no other line); no user code on stdout either.
+fn assert_quiet(w: &World, h: &Host, answers: &[&Value]) {
+    let st = &w.auth.state;
+    let log = h.log.dump();
+    let out: String = answers.iter().map(|a| a.to_string()).collect();
+    let mut secrets = st.issued.lock().unwrap().clone();
+    secrets.extend(st.secrets.lock().unwrap().iter().cloned());
+    for t in &secrets {
+        assert!(
+            !log.contains(t.as_str()),
+            "a secret in connect's log:\n{log}"
+        );
+        assert!(
+            !out.contains(t.as_str()),
+            "a secret on connect's stdout:\n{out}"
+        );
+    }
+    for user_code in st.user_codes.lock().unwrap().iter() {
+        assert!(!out.contains(user_code.as_str()), "{out}");
+    }
+    h.assert_clean_stdout();
+}
+
+fn assert_no_server_errors(w: &World) {
+    let e = w.auth.state.errors.lock().unwrap();
+    assert!(e.is_empty(), "{e:?}");
+}
+
+/// The private key of `k` as PKCS#8 PEM.
+fn pem_of(k: &TestKey) -> String {
+    use aws_lc_rs::encoding::AsDer;
+    let der: Vec<u8> = match &k.signer {
+        Signer::Es256(p) => p.to_pkcs8v1().unwrap().as_ref().to_vec(),
+        Signer::Rs256(p) => AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(p)
+            .unwrap()
+            .as_ref()
+            .to_vec(),
+        Signer::EdDsa(_) => panic!("not a private_key_jwt key"),
+    };
+    let b = base64::engine::general_purpose::STANDARD.encode(der);
+    let lines: Vec<String> = b
+        .as_bytes()
+        .chunks(64)
+        .map(|c| String::from_utf8(c.to_vec()).unwrap())
+        .collect();
+    format!(
+        "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+        lines.join("\n")
+    )
+}
+
+fn error_of(r: &Value) -> (String, String) {
+    (
+        r["error"]["data"]["reason"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned(),
+        r["error"]["message"].as_str().unwrap_or("").to_owned(),
+    )
 }
 
 fn assert_no_secret(w: &World, h: &Host) {
@@ -615,4 +889,293 @@ async fn a_login_that_cannot_finish_is_one_clear_error() {
     );
     assert_eq!(w.auth.count(&w.auth.state.authorizations), 0);
     h.assert_clean_stdout();
+}
+
+/// `--oauth-device-code`: the code and URL on stderr, polling that waits out
+/// `authorization_pending` and `slow_down` (+5 s), the login stored like any other; no device
+/// endpoint, or a refusal, is one clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn device_login_shows_the_code_on_stderr_and_polls_as_told() {
+    let w = World::start().await;
+    let st = &w.auth.state;
+
+    let mut h = w.host_with(&["--oauth-device-code"]);
+    let r = echo(&mut h, 1, "x");
+    let (reason, msg) = error_of(&r);
+    assert_eq!(reason, "login_failed", "{r}");
+    assert!(msg.contains("device_authorization_endpoint"), "{msg}");
+    assert_eq!(
+        w.auth.count(&st.registrations),
+        0,
+        "no registration before the check"
+    );
+    drop(h);
+
+    st.device.store(true, Ordering::SeqCst);
+    st.deny_device.store(true, Ordering::SeqCst);
+    let mut h = w.host_with(&["--oauth-device-code"]);
+    let r = echo(&mut h, 2, "x");
+    let (reason, msg) = error_of(&r);
+    assert_eq!(reason, "login_failed", "{r}");
+    assert!(msg.contains("access_denied"), "{msg}");
+    drop(h);
+
+    st.deny_device.store(false, Ordering::SeqCst);
+    st.polls.lock().unwrap().clear();
+    let mut h = w.host_with(&["--oauth-device-code"]);
+    let r = echo(&mut h, 3, "device");
+    assert_eq!(text(&r), "device", "{r}\n{}", h.log.dump());
+    let polls = st.polls.lock().unwrap().clone();
+    assert_eq!(polls.len(), 3, "pending, slow_down, token");
+    assert!(
+        polls[1] - polls[0] >= Duration::from_millis(900),
+        "{polls:?}"
+    );
+    assert!(
+        polls[2] - polls[1] >= Duration::from_millis(5800),
+        "slow_down adds 5 s: {:?}",
+        polls[2] - polls[1]
+    );
+    let user_code = st.user_codes.lock().unwrap().last().cloned().unwrap();
+    let log = h.log.dump();
+    assert!(
+        log.contains(&format!("/verify?user_code={user_code}")),
+        "the complete URL on stderr:\n{log}"
+    );
+    assert!(
+        log.contains(&format!("/verify and enter the code {user_code}")),
+        "{log}"
+    );
+    assert_eq!(w.auth.count(&st.authorizations), 0, "no browser login");
+    assert_eq!(
+        w.auth.count(&st.registrations),
+        1,
+        "a device client registered"
+    );
+    assert_quiet(&w, &h, &[&r]);
+    drop(h);
+
+    // Stored like any login: the next run uses it.
+    let mut h = w.host_with(&["--oauth-device-code"]);
+    let r = echo(&mut h, 4, "stored");
+    assert_eq!(text(&r), "stored", "{r}");
+    assert_eq!(st.polls.lock().unwrap().len(), 3);
+    assert_quiet(&w, &h, &[&r]);
+    assert_no_server_errors(&w);
+}
+
+/// `--oauth-client-credentials` with a secret: Basic when offered, else in the body; asked
+/// for again when the token expires or is refused; neither the secret nor a refresh token kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_credentials_with_a_secret_and_again_when_the_token_ends() {
+    let w = World::start().await;
+    let st = &w.auth.state;
+    let secret = "m2m-s3cret-value";
+    *st.client_secret.lock().unwrap() = secret.into();
+    st.secrets.lock().unwrap().push(secret.into());
+    let sf = w.file("secret", &format!("{secret}\n"));
+    let args = [
+        "--oauth-client-credentials",
+        "--oauth-client-id",
+        "m2m",
+        "--oauth-client-secret-file",
+        &sf,
+    ];
+    let grants = || st.cc_auth.lock().unwrap().clone();
+
+    let mut h = w.host_with(&args);
+    let r = echo(&mut h, 1, "machine");
+    assert_eq!(text(&r), "machine", "{r}\n{}", h.log.dump());
+    assert_eq!(grants(), ["client_secret_basic"]);
+    assert_eq!(w.auth.count(&st.authorizations), 0);
+    assert_eq!(w.auth.count(&st.registrations), 0);
+    assert_quiet(&w, &h, &[&r]);
+    drop(h);
+    let stored = std::fs::read_to_string(w.login_file()).unwrap();
+    assert!(!stored.contains(secret), "{stored}");
+    let v: Value = serde_json::from_str(&stored).unwrap();
+    assert!(v["token"]["refresh_token"].is_null(), "{v}");
+
+    // Expired: asked for again before the request (no refresh token, no browser).
+    w.edit_login(|v| v["token"]["expires_at"] = json!(now() - 10));
+    let mut h = w.host_with(&args);
+    assert_eq!(text(&echo(&mut h, 2, "expired")), "expired");
+    assert_eq!(grants().len(), 2);
+    drop(h);
+
+    // Refused (401): asked for again, in the body now that the metadata says so.
+    st.post_only.store(true, Ordering::SeqCst);
+    w.edit_login(|v| v["token"]["access_token"] = json!("not.a.jwt"));
+    let mut h = w.host_with(&args);
+    let r = echo(&mut h, 3, "refused");
+    assert_eq!(text(&r), "refused", "{r}");
+    assert_eq!(grants().len(), 3);
+    assert_eq!(grants()[2], "client_secret_post");
+    assert_eq!(w.auth.count(&st.refreshes), 0);
+    assert_eq!(w.auth.count(&st.authorizations), 0);
+    assert_quiet(&w, &h, &[&r]);
+    assert_no_server_errors(&w);
+}
+
+/// A daemon logs a machine in by itself: a `url` server whose `[servers.NAME.oauth]` asks for
+/// the client credentials grant gets its token without anybody, and its clients' calls go
+/// through; the secret stays in its file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_upstream_logs_a_machine_in_with_client_credentials() {
+    let w = World::start().await;
+    let st = &w.auth.state;
+    let secret = "daemon-s3cret-value";
+    *st.client_secret.lock().unwrap() = secret.into();
+    st.secrets.lock().unwrap().push(secret.into());
+    let sf = w.file("secret", &format!("{secret}\n"));
+    let conf = write(
+        w.dir.path(),
+        "front.toml",
+        &format!(
+            "[servers.far]\nurl = {:?}\n[servers.far.oauth]\nclient_credentials = true\n\
+             client_id = \"m2m\"\nclient_secret_file = {sf:?}\ndir = {:?}\n",
+            w.serve.url,
+            w.oauth_dir().to_str().unwrap()
+        ),
+    );
+    let front = daemon(&conf).await;
+    let c = client();
+    let url = server_url(&front, "far");
+    let r = call_modern(&c, &url, json!(1), "echo", json!({"text": "daemon"})).await;
+    assert_eq!(r.text(), "daemon", "{r:?}\n{}", front.log.dump());
+    assert_eq!(st.cc_auth.lock().unwrap().len(), 1);
+    assert_eq!(w.auth.count(&st.authorizations), 0, "no browser");
+    let log = front.log.dump();
+    assert!(!log.contains(secret), "the secret in serve's log");
+    for t in st.issued.lock().unwrap().iter() {
+        assert!(!log.contains(t.as_str()), "a token in serve's log");
+    }
+}
+
+/// `--oauth-private-key-file`: an RS256 or ES256 `private_key_jwt` assertion that the server
+/// verifies (iss = sub = client id, aud = token endpoint, jti, short exp, kid); a key the
+/// server does not know gets a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_credentials_with_a_private_key_jwt() {
+    let w = World::start().await;
+    let st = &w.auth.state;
+    for (id, key) in [
+        ("m2m-ec", TestKey::es256("ec-kid")),
+        ("m2m-rsa", TestKey::rs256("rsa-kid")),
+    ] {
+        st.client_keys.lock().unwrap().insert(id.into(), key.jwk());
+        let pem = w.file(&format!("{id}.pem"), &pem_of(&key));
+        let mut h = w.host_with(&[
+            "--oauth-client-credentials",
+            "--oauth-client-id",
+            id,
+            "--oauth-private-key-file",
+            &pem,
+            "--oauth-key-id",
+            &key.kid,
+        ]);
+        let r = echo(&mut h, 1, id);
+        assert_eq!(text(&r), id, "{r}\n{}", h.log.dump());
+        assert_eq!(
+            st.cc_auth.lock().unwrap().last().unwrap(),
+            &format!("private_key_jwt {}", key.alg())
+        );
+        assert_quiet(&w, &h, &[&r]);
+    }
+    assert_no_server_errors(&w);
+
+    // Signed by a key the server does not have for this client.
+    st.client_keys
+        .lock()
+        .unwrap()
+        .insert("m2m-other".into(), TestKey::es256("ec-kid").jwk());
+    let pem = w.file("wrong.pem", &pem_of(&TestKey::es256("ec-kid")));
+    let mut h = w.host_with(&[
+        "--oauth-client-credentials",
+        "--oauth-client-id",
+        "m2m-other",
+        "--oauth-private-key-file",
+        &pem,
+        "--oauth-key-id",
+        "ec-kid",
+    ]);
+    let r = echo(&mut h, 2, "x");
+    let (reason, msg) = error_of(&r);
+    assert_eq!(reason, "login_failed", "{r}");
+    assert!(msg.contains("invalid_request"), "{msg}");
+    assert_eq!(st.cc_auth.lock().unwrap().len(), 2);
+    h.assert_clean_stdout();
+}
+
+/// A 403 `insufficient_scope` (serve `--required-scope`) starts one more login asking for the
+/// union of the scopes; a server that still does not grant it gets one clear error per call
+/// and no further logins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn insufficient_scope_steps_up_once() {
+    let w = World::start_with(&[
+        "--required-scope",
+        "mcp:tools",
+        "--required-scope",
+        "mcp:admin",
+    ])
+    .await;
+    let st = &w.auth.state;
+    let narrow = ["--oauth-scope", "mcp:tools"];
+
+    let mut h = w.host_with(&narrow);
+    let r = echo(&mut h, 1, "wider");
+    assert_eq!(text(&r), "wider", "{r}\n{}", h.log.dump());
+    assert_eq!(
+        *st.asked_scopes.lock().unwrap(),
+        ["mcp:tools", "mcp:tools mcp:admin"]
+    );
+    assert_eq!(w.auth.count(&st.authorizations), 2);
+    let r2 = echo(&mut h, 2, "still");
+    assert_eq!(text(&r2), "still");
+    assert_eq!(w.auth.count(&st.authorizations), 2);
+    assert_quiet(&w, &h, &[&r, &r2]);
+    drop(h);
+
+    // The same with the grant of a machine: the step-up runs the client credentials grant.
+    let secret = "m2m-s3cret-value";
+    *st.client_secret.lock().unwrap() = secret.into();
+    st.secrets.lock().unwrap().push(secret.into());
+    let sf = w.file("secret", secret);
+    let mut h = w.host_with(&[
+        "--oauth-scope",
+        "mcp:tools",
+        "--oauth-client-credentials",
+        "--oauth-client-id",
+        "m2m",
+        "--oauth-client-secret-file",
+        &sf,
+    ]);
+    let r = echo(&mut h, 5, "machine");
+    assert_eq!(text(&r), "machine", "{r}\n{}", h.log.dump());
+    assert_eq!(st.cc_auth.lock().unwrap().len(), 2);
+    assert_eq!(
+        st.asked_scopes.lock().unwrap()[2..],
+        ["mcp:tools", "mcp:tools mcp:admin"]
+    );
+    assert_quiet(&w, &h, &[&r]);
+    drop(h);
+
+    // The authorization server will not grant mcp:admin.
+    *st.grantable.lock().unwrap() = Some(vec!["mcp:tools".into()]);
+    std::fs::remove_dir_all(w.oauth_dir()).unwrap();
+    let mut h = w.host_with(&narrow);
+    let r = echo(&mut h, 3, "x");
+    let (reason, msg) = error_of(&r);
+    assert_eq!(reason, "insufficient_scope", "{r}\n{}", h.log.dump());
+    assert!(msg.contains("mcp:admin"), "{msg}");
+    assert_eq!(
+        w.auth.count(&st.authorizations),
+        4,
+        "one login, one step-up"
+    );
+    let r2 = echo(&mut h, 4, "y");
+    assert_eq!(error_of(&r2).0, "insufficient_scope", "{r2}");
+    assert_eq!(w.auth.count(&st.authorizations), 4, "no login loop");
+    assert_quiet(&w, &h, &[&r, &r2]);
+    assert_no_server_errors(&w);
 }

@@ -10,7 +10,8 @@ use http::header::AUTHORIZATION;
 
 use super::parse::{parse_duration, parse_kv, parse_size};
 use super::remote::{Naming, RemoteArgs};
-use crate::oauth::login::LoginSettings;
+use crate::oauth::assertion::ClientKey;
+use crate::oauth::login::{Grant, LoginSettings};
 use crate::oauth::register::StaticClient;
 use crate::oauth::store::Secret;
 use crate::oauth::{OAuthSettings, Trigger};
@@ -69,7 +70,8 @@ pub struct OAuthArgs {
     /// Leave out the RFC 8707 `resource` parameter (for providers that reject it).
     #[arg(long)]
     pub oauth_no_resource: bool,
-    /// Extra authorization request parameter K=V (repeatable), e.g. audience=…, prompt=consent.
+    /// Extra authorization request parameter K=V (repeatable), e.g. audience=…, prompt=consent
+    /// (with --oauth-device-code or --oauth-client-credentials: on their requests).
     #[arg(long, value_name = "K=V", value_parser = parse_kv)]
     pub oauth_param: Vec<(String, String)>,
     /// Do not open a browser; only print the login URL (on stderr).
@@ -79,9 +81,24 @@ pub struct OAuthArgs {
     /// ~/.config/mcp-bridge/oauth).
     #[arg(long, value_name = "DIR")]
     pub oauth_dir: Option<PathBuf>,
-    /// How long the browser login may take.
+    /// How long the browser or device login may take.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub oauth_timeout: Duration,
+    /// Log in without a browser here: the device authorization grant (RFC 8628); the URL and
+    /// the code to enter there are printed on stderr.
+    #[arg(long)]
+    pub oauth_device_code: bool,
+    /// Log in as a machine (no user): the client credentials grant with --oauth-client-id and
+    /// --oauth-client-secret-file or --oauth-private-key-file.
+    #[arg(long)]
+    pub oauth_client_credentials: bool,
+    /// PEM private key (RSA or EC P-256) of --oauth-client-id: the client authenticates with a
+    /// signed JWT (private_key_jwt, RFC 7523) instead of a secret.
+    #[arg(long, value_name = "FILE")]
+    pub oauth_private_key_file: Option<PathBuf>,
+    /// The `kid` of --oauth-private-key-file in the authorization server's records.
+    #[arg(long, value_name = "KID", requires = "oauth_private_key_file")]
+    pub oauth_key_id: Option<String>,
 }
 
 /// The ids of the OAuth flags (`serve` refuses them without `--upstream`).
@@ -108,6 +125,42 @@ impl OAuthArgs {
             || self.oauth_scope.is_some()
             || self.oauth_callback_port.is_some()
             || !self.oauth_param.is_empty()
+            || self.oauth_device_code
+            || self.oauth_client_credentials
+            || self.oauth_private_key_file.is_some()
+    }
+
+    /// The grant the flags choose, or why they contradict each other.
+    fn grant(&self) -> Result<Grant, String> {
+        if !self.oauth_client_credentials {
+            if self.oauth_private_key_file.is_some() {
+                return Err("--oauth-private-key-file is for --oauth-client-credentials".into());
+            }
+            return Ok(if self.oauth_device_code {
+                Grant::DeviceCode
+            } else {
+                Grant::Browser
+            });
+        }
+        if self.oauth_device_code {
+            return Err(
+                "--oauth-client-credentials and --oauth-device-code exclude each other".into(),
+            );
+        }
+        if self.oauth_client_id.is_none() {
+            return Err("--oauth-client-credentials needs --oauth-client-id".into());
+        }
+        match (&self.oauth_client_secret_file, &self.oauth_private_key_file) {
+            (None, None) => Err(
+                "--oauth-client-credentials needs --oauth-client-secret-file or \
+                 --oauth-private-key-file"
+                    .into(),
+            ),
+            (Some(_), Some(_)) => {
+                Err("give --oauth-client-secret-file or --oauth-private-key-file, not both".into())
+            }
+            _ => Ok(Grant::ClientCredentials),
+        }
     }
 
     /// The login's settings; None when OAuth is off (`--no-oauth`, or a static
@@ -134,6 +187,18 @@ impl OAuthArgs {
                 return Err("--oauth-client-id is empty".into());
             }
         }
+        let grant = self.grant()?;
+        let private_key = match &self.oauth_private_key_file {
+            Some(f) => {
+                let pem = std::fs::read_to_string(f)
+                    .map_err(|e| format!("--oauth-private-key-file {}: {e}", f.display()))?;
+                Some(
+                    ClientKey::from_pem(&pem, self.oauth_key_id.clone())
+                        .map_err(|e| format!("--oauth-private-key-file {}: {e}", f.display()))?,
+                )
+            }
+            None => None,
+        };
         let client_secret = match &self.oauth_client_secret_file {
             Some(f) => {
                 let s = std::fs::read_to_string(f)
@@ -167,11 +232,13 @@ impl OAuthArgs {
             client: StaticClient {
                 client_id: self.oauth_client_id.clone(),
                 client_secret,
+                private_key,
             },
             scope: self.oauth_scope.clone(),
             no_resource: self.oauth_no_resource,
             login: LoginSettings {
                 interactive: true,
+                grant,
                 callback_port: self.oauth_callback_port,
                 no_browser: self.no_browser,
                 timeout: self.oauth_timeout,
@@ -312,6 +379,104 @@ mod tests {
             "/nonexistent/x",
         ]);
         assert!(a.config().is_err());
+    }
+
+    #[test]
+    fn oauth_grant_flags_choose_the_grant_and_contradictions_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().to_str().unwrap();
+        let secret = dir.path().join("secret");
+        std::fs::write(&secret, "s3cret\n").unwrap();
+        let s = secret.to_str().unwrap();
+        let key = dir.path().join("key.pem");
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let der = aws_lc_rs::signature::EcdsaKeyPair::generate_pkcs8(
+            &aws_lc_rs::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+            &rng,
+        )
+        .unwrap();
+        use base64::Engine;
+        let b = base64::engine::general_purpose::STANDARD.encode(der.as_ref());
+        std::fs::write(
+            &key,
+            format!("-----BEGIN PRIVATE KEY-----\n{b}\n-----END PRIVATE KEY-----\n"),
+        )
+        .unwrap();
+        let k = key.to_str().unwrap();
+        let o = |args: &[&str]| {
+            let mut v = vec!["https://h/mcp", "--oauth-dir", d];
+            v.extend_from_slice(args);
+            connect(&v).config().map(|c| c.oauth.unwrap())
+        };
+        assert_eq!(o(&[]).unwrap().login.grant, Grant::Browser);
+        let dev = o(&["--oauth-device-code"]).unwrap();
+        assert_eq!(dev.login.grant, Grant::DeviceCode);
+        assert_eq!(dev.trigger, Trigger::Always);
+        let cc = o(&[
+            "--oauth-client-credentials",
+            "--oauth-client-id",
+            "m",
+            "--oauth-client-secret-file",
+            s,
+        ])
+        .unwrap();
+        assert_eq!(cc.login.grant, Grant::ClientCredentials);
+        assert!(cc.client.client_secret.is_some() && cc.client.private_key.is_none());
+        let pk = o(&[
+            "--oauth-client-credentials",
+            "--oauth-client-id",
+            "m",
+            "--oauth-private-key-file",
+            k,
+            "--oauth-key-id",
+            "kid-1",
+        ])
+        .unwrap();
+        let key_set = pk.client.private_key.as_ref().unwrap();
+        assert_eq!(key_set.kid.as_deref(), Some("kid-1"));
+        assert!(!format!("{pk:?}").contains("PRIVATE KEY"), "{pk:?}");
+        for bad in [
+            &["--oauth-client-credentials", "--oauth-client-id", "m"][..],
+            &["--oauth-client-credentials", "--oauth-private-key-file", k],
+            &[
+                "--oauth-client-credentials",
+                "--oauth-device-code",
+                "--oauth-client-id",
+                "m",
+                "--oauth-client-secret-file",
+                s,
+            ],
+            &[
+                "--oauth-client-credentials",
+                "--oauth-client-id",
+                "m",
+                "--oauth-client-secret-file",
+                s,
+                "--oauth-private-key-file",
+                k,
+            ],
+            &["--oauth-client-id", "m", "--oauth-private-key-file", k],
+            &[
+                "--oauth-client-credentials",
+                "--oauth-client-id",
+                "m",
+                "--oauth-private-key-file",
+                s,
+            ],
+        ] {
+            assert!(o(bad).is_err(), "{bad:?}");
+        }
+        let args = [
+            "mcp-bridge",
+            "connect",
+            "https://h/mcp",
+            "--oauth-key-id",
+            "x",
+        ];
+        assert!(
+            Cli::try_parse_from(args).is_err(),
+            "--oauth-key-id needs a key"
+        );
     }
 
     #[test]

@@ -123,7 +123,8 @@ pub struct ServerFile {
 #[derive(Debug)]
 pub enum UpstreamFile {
     Command(CommandFile),
-    Url(UrlFile),
+    /// Boxed: a url server's settings (its remote and OAuth flags) are far the larger.
+    Url(Box<UrlFile>),
 }
 
 #[derive(Debug)]
@@ -184,7 +185,8 @@ struct ServerTable {
 
 /// `[servers.NAME.oauth]` of a `url` server: connect's `--oauth-*` flags without the prefix
 /// (`enabled = true` is `--oauth`, `false` is `--no-oauth`). A daemon never opens a browser:
-/// it uses the login `mcp-bridge auth login URL` kept in `dir`, and refreshes it.
+/// it uses the login `mcp-bridge auth login URL` kept in `dir`, and refreshes it, or logs a
+/// machine in by itself (`client_credentials = true`).
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthFile {
@@ -196,6 +198,11 @@ pub struct OAuthFile {
     #[serde(default)]
     params: BTreeMap<String, String>,
     dir: Option<PathBuf>,
+    /// A machine login (the client credentials grant) with `client_id` and
+    /// `client_secret_file` or `private_key_file` (+ `key_id`).
+    client_credentials: Option<bool>,
+    private_key_file: Option<PathBuf>,
+    key_id: Option<String>,
 }
 
 impl OAuthFile {
@@ -209,6 +216,9 @@ impl OAuthFile {
             oauth_no_resource: self.no_resource.unwrap_or(false),
             oauth_param: self.params.into_iter().collect(),
             oauth_dir: self.dir,
+            oauth_client_credentials: self.client_credentials.unwrap_or(false),
+            oauth_private_key_file: self.private_key_file,
+            oauth_key_id: self.key_id,
             no_browser: true,
             oauth_timeout: Duration::from_secs(300),
             ..OAuthArgs::default()
@@ -334,7 +344,7 @@ impl TryFrom<ServerTable> for ServerFile {
                     return Err("give bearer_token_file or bearer_token_env, not both".into());
                 }
                 let d = RemoteArgs::default();
-                UpstreamFile::Url(UrlFile {
+                UpstreamFile::Url(Box::new(UrlFile {
                     url: url.0,
                     remote: RemoteArgs {
                         header: t.headers.map(|h| h.0).unwrap_or_default(),
@@ -351,7 +361,7 @@ impl TryFrom<ServerTable> for ServerFile {
                         idle_timeout: t.idle_timeout.map(|v| v.0),
                     },
                     oauth: t.oauth.unwrap_or_default().args(),
-                })
+                }))
             }
         };
         Ok(ServerFile {

@@ -142,6 +142,7 @@ mod tests {
                 token_endpoint: "https://as.example/t".into(),
                 registration_endpoint: None,
                 code_challenge_methods_supported: vec!["S256".into()],
+                ..AsMeta::default()
             },
             client: Some(ClientRecord {
                 client_id: "cid-1".into(),

@@ -14,16 +14,26 @@ use url::Url;
 use super::challenge::Bearer;
 use super::http::{check_url, redact, Fetch};
 
-/// What an authorization server says about itself (the fields this client uses).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What an authorization server says about itself (the fields this client uses). Only the
+/// issuer and the token endpoint are always needed: a server for machines may have no
+/// authorization endpoint (checked where the browser login needs it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AsMeta {
     pub issuer: String,
+    #[serde(default)]
     pub authorization_endpoint: String,
     pub token_endpoint: String,
     #[serde(default)]
     pub registration_endpoint: Option<String>,
     #[serde(default)]
     pub code_challenge_methods_supported: Vec<String>,
+    /// RFC 8628 (the device login).
+    #[serde(default)]
+    pub device_authorization_endpoint: Option<String>,
+    /// How a confidential client may authenticate at the token endpoint (RFC 8414; absent
+    /// means `client_secret_basic`).
+    #[serde(default)]
+    pub token_endpoint_auth_methods_supported: Vec<String>,
 }
 
 /// The outcome of discovery.
@@ -113,11 +123,13 @@ pub fn resource_matches(resource: &str, server: &Url) -> bool {
     sp == rp || sp.starts_with(&format!("{rp}/"))
 }
 
-/// Run discovery for `server` after a 401 with `challenge`.
+/// Run discovery for `server` after a 401 with `challenge`; `browser`: the login will use the
+/// authorization endpoint (which must then exist and offer PKCE S256).
 pub async fn discover(
     fetch: &Fetch,
     server: &Url,
     challenge: &Bearer,
+    browser: bool,
 ) -> Result<Discovered, DiscoverError> {
     let (prm_url, prm) = fetch_prm(fetch, server, challenge).await?;
     let resource = match prm.get("resource").and_then(Value::as_str) {
@@ -146,7 +158,7 @@ pub async fn discover(
                 redact(&prm_url)
             ))
         })?;
-    let server_meta = fetch_as(fetch, issuer).await?;
+    let server_meta = fetch_as(fetch, issuer, browser).await?;
     let scope = challenge
         .scope
         .clone()
@@ -207,7 +219,7 @@ async fn fetch_prm(
     Err(DiscoverError::NoMetadata(tried.join(", ")))
 }
 
-async fn fetch_as(fetch: &Fetch, issuer: &str) -> Result<AsMeta, DiscoverError> {
+async fn fetch_as(fetch: &Fetch, issuer: &str, browser: bool) -> Result<AsMeta, DiscoverError> {
     let iu = Url::parse(issuer)
         .map_err(|e| DiscoverError::Bad(format!("authorization server {issuer:?}: {e}")))?;
     check_url(&iu).map_err(DiscoverError::Bad)?;
@@ -230,10 +242,17 @@ async fn fetch_as(fetch: &Fetch, issuer: &str) -> Result<AsMeta, DiscoverError> 
                 m.issuer
             )));
         }
-        if !m
-            .code_challenge_methods_supported
-            .iter()
-            .any(|c| c == "S256")
+        if browser && m.authorization_endpoint.is_empty() {
+            return Err(DiscoverError::Bad(format!(
+                "the authorization server {issuer} has no authorization_endpoint (a browser \
+                 login is impossible; see --oauth-device-code, --oauth-client-credentials)"
+            )));
+        }
+        if browser
+            && !m
+                .code_challenge_methods_supported
+                .iter()
+                .any(|c| c == "S256")
         {
             return Err(DiscoverError::Bad(format!(
                 "the authorization server {issuer} does not list PKCE S256 in \
@@ -242,7 +261,9 @@ async fn fetch_as(fetch: &Fetch, issuer: &str) -> Result<AsMeta, DiscoverError> 
         }
         for e in [&m.authorization_endpoint, &m.token_endpoint]
             .into_iter()
+            .filter(|e| !e.is_empty())
             .chain(m.registration_endpoint.as_ref())
+            .chain(m.device_authorization_endpoint.as_ref())
         {
             let eu = Url::parse(e).map_err(|x| DiscoverError::Bad(format!("{e:?}: {x}")))?;
             check_url(&eu).map_err(DiscoverError::Bad)?;

@@ -5,6 +5,12 @@
 //! authorization code grant with PKCE S256, a checked `state`, RFC 8707 `resource` and extra
 //! parameters, and the refresh grant. The grants themselves are the `oauth2` crate's (PKCE,
 //! the form encoding, error parsing); this file only drives them, with every wait bounded.
+//!
+//! The logins without a browser are here too: the device authorization grant (RFC 8628: the
+//! verification URL and user code on stderr, then the `oauth2` crate's polling, which honours
+//! `interval`, `authorization_pending` and `slow_down` (+5 s), bounded by `--oauth-timeout`)
+//! and the client credentials grant (a machine: a client secret, sent as the metadata allows,
+//! Basic preferred, or a `private_key_jwt` assertion from [`super::assertion`]).
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -18,24 +24,52 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use oauth2::basic::{BasicClient, BasicErrorResponseType};
 use oauth2::{
-    AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet, EndpointSet,
-    PkceCodeChallenge, RedirectUrl, RefreshToken, RequestTokenError, Scope, TokenResponse,
-    TokenUrl,
+    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken,
+    DeviceAuthorizationUrl, DeviceCodeErrorResponseType, EndpointNotSet, EndpointSet,
+    PkceCodeChallenge, RedirectUrl, RefreshToken, RequestTokenError, Scope,
+    StandardDeviceAuthorizationResponse, TokenResponse, TokenUrl,
 };
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
+use super::assertion::ASSERTION_TYPE;
 use super::discovery::AsMeta;
 use super::http::Fetch;
+use super::register::StaticClient;
 use super::store::{now_secs, ClientRecord, Secret, TokenRecord};
+
+/// How the client gets a token.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Grant {
+    /// The authorization code grant in a browser (the default).
+    #[default]
+    Browser,
+    /// The device authorization grant (RFC 8628): a user, but no browser here.
+    DeviceCode,
+    /// The client credentials grant: no user at all.
+    ClientCredentials,
+}
+
+impl Grant {
+    /// Its name in messages and in the login file's key.
+    pub fn name(self) -> &'static str {
+        match self {
+            Grant::Browser => "authorization_code",
+            Grant::DeviceCode => "device_code",
+            Grant::ClientCredentials => "client_credentials",
+        }
+    }
+}
 
 /// The login's own settings (from flags).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LoginSettings {
     /// A person may log in (connect, `auth login`); false for `serve --upstream`, a daemon
-    /// with nobody at a browser: it uses a stored login and its refreshes only.
+    /// with nobody at a browser: it uses a stored login and its refreshes only (and the
+    /// client credentials grant, which needs nobody).
     pub interactive: bool,
+    pub grant: Grant,
     pub callback_port: Option<u16>,
     pub no_browser: bool,
     pub timeout: Duration,
@@ -87,6 +121,34 @@ fn oauth_client(meta: &AsMeta, client: &ClientRecord) -> Result<Oauth, String> {
         c = c.set_client_secret(ClientSecret::new(s.0.clone()));
     }
     Ok(c)
+}
+
+/// How a client secret goes to the token endpoint: Basic unless the metadata lists only
+/// `client_secret_post`.
+fn secret_auth(meta: &AsMeta) -> AuthType {
+    let m = &meta.token_endpoint_auth_methods_supported;
+    let has = |x: &str| m.iter().any(|a| a == x);
+    if !m.is_empty() && !has("client_secret_basic") && has("client_secret_post") {
+        AuthType::RequestBody
+    } else {
+        AuthType::BasicAuth
+    }
+}
+
+fn token_url(meta: &AsMeta) -> Result<TokenUrl, String> {
+    TokenUrl::new(meta.token_endpoint.clone()).map_err(|e| format!("token endpoint: {e}"))
+}
+
+fn scopes(scope: Option<&str>) -> impl Iterator<Item = Scope> + '_ {
+    scope
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|x| Scope::new(x.to_owned()))
+}
+
+/// A token endpoint's refusal, for messages (its `error` and description; never a body).
+fn refusal<T: std::fmt::Display>(r: &T) -> String {
+    r.to_string()
 }
 
 fn token_record(
@@ -159,6 +221,195 @@ pub async fn refresh(
     }
     let t = req.request_async(&http).await.map_err(grant_error)?;
     Ok(token_record(&t, Some(refresh_token)))
+}
+
+/// The device authorization endpoint, or why there is none.
+pub fn device_endpoint(meta: &AsMeta) -> Result<&str, String> {
+    meta.device_authorization_endpoint
+        .as_deref()
+        .ok_or_else(|| {
+            format!(
+                "the authorization server {} offers no device login (its metadata has no \
+             device_authorization_endpoint): log in without --oauth-device-code",
+                meta.issuer
+            )
+        })
+}
+
+/// The device authorization grant: ask for a device code, show the user where to enter it
+/// (stderr), poll the token endpoint until the user approves, refuses, or the code or
+/// `settings.timeout` runs out.
+pub async fn device(
+    fetch: &Fetch,
+    meta: &AsMeta,
+    client: &ClientRecord,
+    resource: Option<&str>,
+    scope: Option<&str>,
+    settings: &LoginSettings,
+) -> Result<TokenRecord, String> {
+    let endpoint = device_endpoint(meta)?;
+    let mut c = BasicClient::new(ClientId::new(client.client_id.clone()))
+        .set_device_authorization_url(
+            DeviceAuthorizationUrl::new(endpoint.to_owned())
+                .map_err(|e| format!("device authorization endpoint: {e}"))?,
+        )
+        .set_token_uri(token_url(meta)?)
+        .set_auth_type(secret_auth(meta));
+    if let Some(s) = &client.client_secret {
+        c = c.set_client_secret(ClientSecret::new(s.0.clone()));
+    }
+    let http = |req| {
+        let f = fetch.clone();
+        async move { f.oauth2(req).await }
+    };
+    let mut req = c.exchange_device_code().add_scopes(scopes(scope));
+    if let Some(r) = resource {
+        req = req.add_extra_param("resource", r.to_owned());
+    }
+    for (k, v) in &settings.params {
+        req = req.add_extra_param(k.clone(), v.clone());
+    }
+    let details: StandardDeviceAuthorizationResponse =
+        req.request_async(&http).await.map_err(|e| match e {
+            RequestTokenError::ServerResponse(r) => {
+                format!("the device authorization endpoint refused: {}", refusal(&r))
+            }
+            RequestTokenError::Request(e) => format!("device authorization request failed: {e}"),
+            RequestTokenError::Parse(e, _) => {
+                format!("the device authorization answer is not valid: {e}")
+            }
+            RequestTokenError::Other(s) => s,
+        })?;
+    let uri = details.verification_uri().as_str();
+    let code = details.user_code().secret();
+    match details.verification_uri_complete() {
+        Some(full) => eprintln!(
+            "mcp-bridge: to log in to {}, open\n\n  {}\n\nor go to {uri} and enter the code {code}\n",
+            meta.issuer,
+            full.secret()
+        ),
+        None => eprintln!(
+            "mcp-bridge: to log in to {}, go to\n\n  {uri}\n\nand enter the code {code}\n",
+            meta.issuer
+        ),
+    }
+    info!(
+        "waiting for the device login at {} (code valid {} s, polling every {} s)",
+        meta.issuer,
+        details.expires_in().as_secs(),
+        details.interval().as_secs()
+    );
+    let limit = settings.timeout.min(details.expires_in());
+    let mut poll = c.exchange_device_access_token(&details);
+    if let Some(r) = resource {
+        poll = poll.add_extra_param("resource", r.to_owned());
+    }
+    let work = poll.request_async(&http, tokio::time::sleep, Some(limit));
+    // The crate stops polling at `limit`; this also bounds a poll that is in flight then.
+    let grace = limit.saturating_add(Duration::from_secs(35));
+    let t = match tokio::time::timeout(grace, work).await {
+        Err(_) => None,
+        Ok(Err(RequestTokenError::ServerResponse(r)))
+            if *r.error() == DeviceCodeErrorResponseType::ExpiredToken =>
+        {
+            None
+        }
+        Ok(Err(RequestTokenError::ServerResponse(r)))
+            if *r.error() == DeviceCodeErrorResponseType::AccessDenied =>
+        {
+            return Err(format!(
+                "the device login was refused at {} (access_denied)",
+                meta.issuer
+            ))
+        }
+        Ok(Err(RequestTokenError::ServerResponse(r))) => {
+            return Err(format!("the token endpoint refused: {}", refusal(&r)))
+        }
+        Ok(Err(RequestTokenError::Request(e))) => return Err(format!("token request failed: {e}")),
+        Ok(Err(RequestTokenError::Parse(e, _))) => {
+            return Err(format!("the token endpoint's answer is not a token: {e}"))
+        }
+        Ok(Err(RequestTokenError::Other(s))) => return Err(s),
+        Ok(Ok(t)) => Some(t),
+    };
+    let Some(t) = t else {
+        return Err(format!(
+            "the device login was not completed within {} s (the code expired, or \
+             --oauth-timeout)",
+            limit.as_secs()
+        ));
+    };
+    info!("logged in to {} (device login)", meta.issuer);
+    Ok(token_record(&t, None))
+}
+
+/// The client credentials grant (no user): the client authenticates with its secret or a
+/// `private_key_jwt` assertion. No refresh token is expected; the caller runs this again.
+pub async fn client_credentials(
+    fetch: &Fetch,
+    meta: &AsMeta,
+    client: &StaticClient,
+    resource: Option<&str>,
+    scope: Option<&str>,
+    settings: &LoginSettings,
+) -> Result<TokenRecord, String> {
+    let Some(id) = &client.client_id else {
+        return Err("the client credentials grant needs --oauth-client-id".into());
+    };
+    let mut c = BasicClient::new(ClientId::new(id.clone()))
+        .set_token_uri(token_url(meta)?)
+        .set_auth_type(secret_auth(meta));
+    let assertion = match (&client.client_secret, &client.private_key) {
+        (Some(s), _) => {
+            c = c.set_client_secret(ClientSecret::new(s.0.clone()));
+            None
+        }
+        (None, Some(k)) => {
+            let m = &meta.token_endpoint_auth_methods_supported;
+            if !m.is_empty() && !m.iter().any(|a| a == "private_key_jwt") {
+                warn!(
+                    "{} does not list private_key_jwt in token_endpoint_auth_methods_supported; \
+                     trying it anyway",
+                    meta.issuer
+                );
+            }
+            Some(k.assertion(id, &meta.token_endpoint)?)
+        }
+        (None, None) => {
+            return Err(
+                "the client credentials grant needs --oauth-client-secret-file or \
+                 --oauth-private-key-file"
+                    .into(),
+            )
+        }
+    };
+    let http = |req| {
+        let f = fetch.clone();
+        async move { f.oauth2(req).await }
+    };
+    let mut req = c.exchange_client_credentials().add_scopes(scopes(scope));
+    if let Some(a) = assertion {
+        req = req
+            .add_extra_param("client_assertion_type", ASSERTION_TYPE)
+            .add_extra_param("client_assertion", a);
+    }
+    if let Some(r) = resource {
+        req = req.add_extra_param("resource", r.to_owned());
+    }
+    for (k, v) in &settings.params {
+        req = req.add_extra_param(k.clone(), v.clone());
+    }
+    let t = req
+        .request_async(&http)
+        .await
+        .map_err(|e| match grant_error(e) {
+            GrantError::InvalidGrant => {
+                "the token endpoint refused the client (invalid_grant)".into()
+            }
+            GrantError::Other(s) => s,
+        })?;
+    info!("got a token from {} (client credentials)", meta.issuer);
+    Ok(token_record(&t, None))
 }
 
 /// What the callback got.

@@ -14,11 +14,20 @@
 //! log in once, one copy owning the callback port and the browser, and a rotating refresh
 //! token is never spent twice; a copy that waited uses the token the holder stored).
 //!
+//! The grant is the browser's by default; `--oauth-device-code` (RFC 8628) and
+//! `--oauth-client-credentials` (a machine; a client secret or `private_key_jwt` from
+//! [`assertion`]) log in without one: same discovery, same store. A client-credentials token
+//! that expires is simply asked for again. A 403 `insufficient_scope` is the other way in
+//! ([`Need::Scope`]): the same grant runs again asking for the union of the scopes already
+//! asked for and the challenge's, once; a server that still refuses gets no further login for
+//! scopes already asked for ([`Recover::Scope`]).
+//!
 //! A token goes only to the one server URL this client was made for (the remote adds it to its
 //! own requests, never to a redirect or another host), and never into a log line: tokens are
 //! [`store::Secret`]s and header values are marked sensitive.
 
 pub mod admin;
+pub mod assertion;
 pub mod challenge;
 pub mod discovery;
 pub mod http;
@@ -37,8 +46,9 @@ use url::Url;
 
 use self::challenge::Bearer;
 use self::discovery::DiscoverError;
+use self::discovery::Discovered;
 use self::http::{Fetch, Https};
-use self::login::{GrantError, LoginSettings};
+use self::login::{Grant, GrantError, LoginSettings};
 use self::register::StaticClient;
 use self::store::{now_secs, Record, Store, TokenRecord, VERSION};
 
@@ -66,13 +76,41 @@ pub struct OAuthSettings {
     pub login: LoginSettings,
 }
 
-/// Why a 401 could not be recovered from.
+/// What the remote's refusal asks of the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Need {
+    /// A 401: a (fresh) token.
+    Token,
+    /// A 403 `insufficient_scope`: a token with these scopes too (space-separated).
+    Scope(String),
+}
+
+/// Why a 401 or 403 could not be recovered from.
 #[derive(Debug)]
 pub enum Recover {
     /// Not an OAuth-protected server (as far as we can tell): keep the 401.
     NotOAuth,
     /// The login or refresh failed; the message says why (no secrets).
     Failed(String),
+    /// The scopes (space-separated) were asked for already and not granted: no new login.
+    Scope(String),
+}
+
+/// The scopes of space-separated lists, each once, in order.
+pub fn scope_union<'a>(lists: impl IntoIterator<Item = Option<&'a str>>) -> Option<String> {
+    let mut out: Vec<&str> = Vec::new();
+    for s in lists.into_iter().flatten().flat_map(str::split_whitespace) {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    (!out.is_empty()).then(|| out.join(" "))
+}
+
+/// Does the list `have` hold every scope of `want`?
+fn scopes_cover(have: Option<&str>, want: &str) -> bool {
+    let have: Vec<&str> = have.unwrap_or("").split_whitespace().collect();
+    want.split_whitespace().all(|w| have.contains(&w))
 }
 
 /// One server's login state.
@@ -88,7 +126,10 @@ pub struct OAuth {
     /// Logins attempted so far, and the last one's failure (with its number): requests that
     /// queued behind a failed login share its answer instead of each starting another.
     attempts: AtomicU64,
-    last_failure: Mutex<Option<(u64, String)>>,
+    last_failure: Mutex<Option<(u64, (String, bool))>>,
+    /// The scopes the last login asked for, and those a step-up added (kept by later logins).
+    asked: Mutex<Option<String>>,
+    wider: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -126,11 +167,16 @@ impl OAuth {
     /// The client for `server`, with whatever login is stored for it.
     pub fn new(settings: OAuthSettings, server: &str, client: Https) -> Result<Self, String> {
         let server = Url::parse(server).map_err(|e| format!("{server}: {e}"))?;
-        let client_key = format!(
+        let mut client_key = format!(
             "{}|{}",
             settings.client.client_id.as_deref().unwrap_or(""),
             settings.scope.as_deref().unwrap_or("")
         );
+        // The browser's key stays as it was (its stored logins stay valid); another grant has
+        // logins of its own.
+        if settings.login.grant != Grant::Browser {
+            client_key = format!("{client_key}|{}", settings.login.grant.name());
+        }
         let resource_key = if settings.no_resource {
             "no-resource"
         } else {
@@ -163,6 +209,8 @@ impl OAuth {
             logging_in: AtomicBool::new(false),
             attempts: AtomicU64::new(0),
             last_failure: Mutex::new(None),
+            asked: Mutex::new(None),
+            wider: Mutex::new(None),
         })
     }
 
@@ -187,22 +235,32 @@ impl OAuth {
     }
 
     /// The `Authorization` value to send now, refreshed first when it expires within
-    /// [`REFRESH_AHEAD`] seconds (a failed refresh leaves it to the 401 path).
+    /// [`REFRESH_AHEAD`] seconds (a failed refresh leaves it to the 401 path); a client
+    /// credentials token is asked for again instead.
     pub async fn header(&self) -> Option<HeaderValue> {
         let t = self.token()?;
         let due = t
             .expires_at
             .is_some_and(|e| e <= now_secs().saturating_add(REFRESH_AHEAD));
-        if due && t.refresh_token.is_some() {
+        let machine = self.settings.login.grant == Grant::ClientCredentials;
+        if due && (t.refresh_token.is_some() || machine) {
             let _g = self.busy.lock().await;
             if self.token().as_ref() == Some(&t) {
                 match self.lock_and_adopt(Some(&t)).await {
                     // Another copy refreshed it meanwhile: its token is ours now.
                     Ok((_lock, Some(_))) => {}
-                    Ok((_lock, None)) => {
+                    Ok((_lock, None)) if t.refresh_token.is_some() => {
                         info!("the access token expires soon: refreshing it");
                         if let Err(e) = self.refresh().await {
                             warn!("refreshing ahead of expiry failed: {e}");
+                        }
+                    }
+                    Ok((_lock, None)) => {
+                        info!("the access token expires soon: asking for a new one");
+                        if let Err(Recover::Failed(e) | Recover::Scope(e)) =
+                            self.login(Bearer::default(), true).await
+                        {
+                            warn!("a new client credentials token failed: {e}");
                         }
                     }
                     Err(e) => warn!("refreshing ahead of expiry: {e}"),
@@ -212,10 +270,12 @@ impl OAuth {
         self.token().as_ref().and_then(bearer_value)
     }
 
-    /// The remote answered 401 to a request sent with `sent` (its `Authorization`, if any):
-    /// refresh or log in, and return the value to retry with.
+    /// The remote refused a request sent with `sent` (its `Authorization`, if any): 401
+    /// ([`Need::Token`]: refresh or log in) or 403 `insufficient_scope` ([`Need::Scope`]: log in
+    /// again asking for the wider scope). The value to retry with, once.
     pub async fn recover(
         &self,
+        need: Need,
         challenge: Option<Bearer>,
         sent: Option<&HeaderValue>,
     ) -> Result<HeaderValue, Recover> {
@@ -224,14 +284,18 @@ impl OAuth {
         }
         let seen = self.attempts.load(Ordering::SeqCst);
         let _g = self.busy.lock().await;
-        if let Some((n, why)) = self
+        if let Some((n, (why, scope))) = self
             .last_failure
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
         {
             if n > seen {
-                return Err(Recover::Failed(why));
+                return Err(if scope {
+                    Recover::Scope(why)
+                } else {
+                    Recover::Failed(why)
+                });
             }
         }
         let had = self.token();
@@ -250,19 +314,38 @@ impl OAuth {
         if let Some(v) = adopted {
             return Ok(v);
         }
-        if self.token().is_some_and(|t| t.refresh_token.is_some()) {
-            match self.refresh().await {
-                Ok(v) => return Ok(v),
-                Err(e) => warn!("refresh failed ({e}); logging in again"),
+        match &need {
+            Need::Token => {
+                if self.token().is_some_and(|t| t.refresh_token.is_some()) {
+                    match self.refresh().await {
+                        Ok(v) => return Ok(v),
+                        Err(e) => warn!("refresh failed ({e}); logging in again"),
+                    }
+                }
+            }
+            Need::Scope(more) => {
+                let asked = self.asked.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                if scopes_cover(asked.as_deref(), more) {
+                    info!("the server wants scope {more:?}, which the last login asked for and did not get");
+                    return Err(Recover::Scope(more.clone()));
+                }
+                let granted = self.token().and_then(|t| t.scope);
+                let want = scope_union([asked.as_deref(), granted.as_deref(), Some(more)]);
+                info!(
+                    "the server wants scope {more:?}: logging in again for {}",
+                    want.as_deref().unwrap_or("")
+                );
+                *self.wider.lock().unwrap_or_else(|p| p.into_inner()) = want;
             }
         }
         let r = {
             let _flag = Flag::raise(&self.logging_in);
-            self.login(challenge.unwrap_or_default()).await
+            self.login(challenge.unwrap_or_default(), false).await
         };
         let n = self.attempts.fetch_add(1, Ordering::SeqCst) + 1;
         *self.last_failure.lock().unwrap_or_else(|p| p.into_inner()) = match &r {
-            Err(Recover::Failed(why)) => Some((n, why.clone())),
+            Err(Recover::Failed(why)) => Some((n, (why.clone(), false))),
+            Err(Recover::Scope(why)) => Some((n, (why.clone(), true))),
             _ => None,
         };
         r
@@ -353,20 +436,44 @@ impl OAuth {
         v
     }
 
-    /// Discovery, client, browser login, token (the caller holds `busy`).
-    async fn login(&self, challenge: Bearer) -> Result<HeaderValue, Recover> {
-        let found = match discovery::discover(&self.fetch, &self.server, &challenge).await {
-            Ok(d) => d,
-            Err(DiscoverError::NoMetadata(tried)) if self.settings.trigger == Trigger::Auto => {
-                info!(
-                    "no OAuth metadata for {} (tried {tried}): not logging in",
-                    self.server
-                );
-                return Err(Recover::NotOAuth);
-            }
-            Err(e) => return Err(Recover::Failed(e.to_string())),
+    /// The stored login's discovery (a client credentials token asked for again ahead of
+    /// expiry needs no new discovery).
+    fn known(&self) -> Option<Discovered> {
+        let r = self.record.lock().unwrap_or_else(|p| p.into_inner());
+        r.as_ref().map(|r| Discovered {
+            resource: r.resource.clone(),
+            server: r.auth_server.clone(),
+            scope: None,
+        })
+    }
+
+    /// Discovery (or, with `reuse`, the stored one), client, the grant, token (the caller
+    /// holds `busy`).
+    async fn login(&self, challenge: Bearer, reuse: bool) -> Result<HeaderValue, Recover> {
+        let grant = self.settings.login.grant;
+        let known = reuse.then(|| self.known()).flatten();
+        let found = match known {
+            Some(k) => k,
+            None => match discovery::discover(
+                &self.fetch,
+                &self.server,
+                &challenge,
+                grant == Grant::Browser,
+            )
+            .await
+            {
+                Ok(d) => d,
+                Err(DiscoverError::NoMetadata(tried)) if self.settings.trigger == Trigger::Auto => {
+                    info!(
+                        "no OAuth metadata for {} (tried {tried}): not logging in",
+                        self.server
+                    );
+                    return Err(Recover::NotOAuth);
+                }
+                Err(e) => return Err(Recover::Failed(e.to_string())),
+            },
         };
-        if !self.settings.login.interactive {
+        if !self.settings.login.interactive && grant != Grant::ClientCredentials {
             let server = discovery::canonical(&self.server);
             return Err(Recover::Failed(format!(
                 "{server} needs a login and nobody is at a browser here: run `mcp-bridge auth \
@@ -374,12 +481,83 @@ impl OAuth {
                 self.settings.dir.display()
             )));
         }
-        let scope = self.settings.scope.clone().or(found.scope.clone());
-        let listener =
-            login::bind_callback(self.server.as_str(), self.settings.login.callback_port)
+        let base = self.settings.scope.clone().or(found.scope.clone());
+        let wider = self.wider.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let scope = scope_union([base.as_deref(), wider.as_deref()]);
+        // What is kept while the login runs: the registration, and the token in use (a step-up
+        // that fails leaves the narrower token working).
+        let mut rec = Record {
+            version: VERSION,
+            server: discovery::canonical(&self.server),
+            resource: found.resource.clone(),
+            auth_server: found.server.clone(),
+            client: None,
+            token: self.token(),
+        };
+        let token = match grant {
+            Grant::Browser => self.browser(&found, &mut rec, scope.as_deref()).await?,
+            Grant::DeviceCode => {
+                login::device_endpoint(&found.server).map_err(Recover::Failed)?;
+                let client = self.client(&found, "", scope.as_deref()).await?;
+                rec.client = Some(client.clone());
+                self.keep(rec.clone());
+                login::device(
+                    &self.fetch,
+                    &found.server,
+                    &client,
+                    self.resource_param(&rec),
+                    scope.as_deref(),
+                    &self.settings.login,
+                )
+                .await
+                .map_err(Recover::Failed)?
+            }
+            Grant::ClientCredentials => {
+                // The secret or key stays in its file: the login file holds only the id.
+                rec.client = self
+                    .settings
+                    .client
+                    .client_id
+                    .clone()
+                    .map(|id| store::ClientRecord {
+                        client_id: id,
+                        client_secret: None,
+                        redirect_uri: String::new(),
+                        registered: false,
+                    });
+                let mut t = login::client_credentials(
+                    &self.fetch,
+                    &found.server,
+                    &self.settings.client,
+                    self.resource_param(&rec),
+                    scope.as_deref(),
+                    &self.settings.login,
+                )
                 .await
                 .map_err(Recover::Failed)?;
-        let redirect = login::redirect_uri(&listener);
+                // RFC 6749 §4.4.3: none is expected; the grant itself is the way to a new token.
+                t.refresh_token = None;
+                t
+            }
+        };
+        // Asked for and got (a step-up for these scopes again would be a loop).
+        *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = scope.clone();
+        // RFC 6749 §5.1: no `scope` in the answer means the scopes asked for.
+        rec.token = Some(TokenRecord {
+            scope: token.scope.clone().or(scope),
+            ..token
+        });
+        self.keep(rec)
+            .ok_or_else(|| Recover::Failed("the token is not a valid header value".into()))
+    }
+
+    /// The client to log in as: the static one, the cached registration, or a new one.
+    async fn client(
+        &self,
+        found: &Discovered,
+        redirect: &str,
+        scope: Option<&str>,
+    ) -> Result<store::ClientRecord, Recover> {
         let cached = self
             .record
             .lock()
@@ -387,39 +565,62 @@ impl OAuth {
             .clone()
             .filter(|r| r.auth_server.issuer == found.server.issuer)
             .and_then(|r| r.client);
-        let client = register::client_for(
+        register::client_for(
             &self.fetch,
             &found.server,
             &self.settings.client,
             cached.as_ref(),
-            &redirect,
-            scope.as_deref(),
+            redirect,
+            scope,
         )
         .await
-        .map_err(Recover::Failed)?;
-        let mut rec = Record {
-            version: VERSION,
-            server: discovery::canonical(&self.server),
-            resource: found.resource.clone(),
-            auth_server: found.server.clone(),
-            client: Some(client.clone()),
-            token: None,
-        };
+        .map_err(Recover::Failed)
+    }
+
+    /// The browser login: callback listener, client, authorization code.
+    async fn browser(
+        &self,
+        found: &Discovered,
+        rec: &mut Record,
+        scope: Option<&str>,
+    ) -> Result<TokenRecord, Recover> {
+        let listener =
+            login::bind_callback(self.server.as_str(), self.settings.login.callback_port)
+                .await
+                .map_err(Recover::Failed)?;
+        let redirect = login::redirect_uri(&listener);
+        let client = self.client(found, &redirect, scope).await?;
+        rec.client = Some(client.clone());
         // Keep the registration even if the login below fails: it is reused next time.
         self.keep(rec.clone());
-        let token = login::authorize(
+        login::authorize(
             &self.fetch,
             &found.server,
             &client,
-            self.resource_param(&rec),
-            scope.as_deref(),
+            self.resource_param(rec),
+            scope,
             &self.settings.login,
             listener,
         )
         .await
-        .map_err(Recover::Failed)?;
-        rec.token = Some(token);
-        self.keep(rec)
-            .ok_or_else(|| Recover::Failed("the token is not a valid header value".into()))
+        .map_err(Recover::Failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_lists_union_in_order_and_cover() {
+        assert_eq!(
+            scope_union([Some("a b"), None, Some("b  c"), Some("")]).as_deref(),
+            Some("a b c")
+        );
+        assert_eq!(scope_union([None, Some(" ")]), None);
+        assert!(scopes_cover(Some("a b c"), "c a"));
+        assert!(!scopes_cover(Some("a b"), "a d"));
+        assert!(!scopes_cover(None, "a"));
+        assert!(scopes_cover(None, ""));
     }
 }

@@ -1,12 +1,14 @@
 //! Who the client is: the static client id (and secret) from flags, else a cached dynamic
 //! registration whose redirect URI still matches the callback, else a new RFC 7591 dynamic
 //! registration (a public client: `token_endpoint_auth_method: none`, the loopback callback as
-//! its only redirect URI). Hand-written: one JSON POST, which the `oauth2` crate does not do.
+//! its only redirect URI; for the device login, no redirect URI and the device grant type).
+//! Hand-written: one JSON POST, which the `oauth2` crate does not do.
 
 use serde_json::{json, Value};
 use tracing::info;
 use url::Url;
 
+use super::assertion::ClientKey;
 use super::discovery::AsMeta;
 use super::http::{check_url, Fetch};
 use super::store::{ClientRecord, Secret};
@@ -16,9 +18,14 @@ use super::store::{ClientRecord, Secret};
 pub struct StaticClient {
     pub client_id: Option<String>,
     pub client_secret: Option<Secret>,
+    /// The key of `private_key_jwt` (client credentials only).
+    pub private_key: Option<ClientKey>,
 }
 
-/// The client to use with `server` for `redirect_uri`.
+/// The device grant's type URI (RFC 8628 §3.4).
+pub const DEVICE_GRANT: &str = "urn:ietf:params:oauth:grant-type:device_code";
+
+/// The client to use with `server` for `redirect_uri` (empty: the device login).
 pub async fn client_for(
     fetch: &Fetch,
     server: &AsMeta,
@@ -62,13 +69,22 @@ async fn register(
 ) -> Result<ClientRecord, String> {
     let u = Url::parse(endpoint).map_err(|e| format!("registration endpoint: {e}"))?;
     check_url(&u)?;
-    let mut doc = json!({
-        "client_name": "mcp-bridge",
-        "redirect_uris": [redirect_uri],
-        "grant_types": ["authorization_code", "refresh_token"],
-        "response_types": ["code"],
-        "token_endpoint_auth_method": "none",
-    });
+    let mut doc = if redirect_uri.is_empty() {
+        json!({
+            "client_name": "mcp-bridge",
+            "grant_types": [DEVICE_GRANT, "refresh_token"],
+            "response_types": [],
+            "token_endpoint_auth_method": "none",
+        })
+    } else {
+        json!({
+            "client_name": "mcp-bridge",
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+        })
+    };
     if let Some(s) = scope {
         doc["scope"] = json!(s);
     }

@@ -218,6 +218,7 @@ mod tests {
                 token_endpoint: "https://as/t".into(),
                 registration_endpoint: None,
                 code_challenge_methods_supported: vec!["S256".into()],
+                ..AsMeta::default()
             },
             client: None,
             token: Some(TokenRecord {

@@ -22,6 +22,8 @@ pub(super) enum Fault {
     Auth(u16),
     /// The OAuth login (or refresh) after a 401 failed; why (no secrets).
     Login(String),
+    /// A 403 `insufficient_scope` that a new login did not cure; the scopes it wants.
+    Scope(String),
     Status(u16, String),
     SessionGone,
     Malformed(String),
@@ -37,6 +39,7 @@ impl Fault {
             Fault::Auth(401) => "unauthorized",
             Fault::Auth(_) => "forbidden",
             Fault::Login(_) => "login_failed",
+            Fault::Scope(_) => "insufficient_scope",
             Fault::Status(..) => "http_status",
             Fault::SessionGone => "session_expired",
             Fault::Malformed(_) => "malformed_response",
@@ -55,6 +58,7 @@ impl Fault {
             Fault::Timeout(_)
             | Fault::Auth(_)
             | Fault::Login(_)
+            | Fault::Scope(_)
             | Fault::Status(..)
             | Fault::SessionGone => None,
         }
@@ -97,6 +101,14 @@ impl Fault {
             Fault::Login(why) => format!(
                 "the remote MCP server at {origin} needs an OAuth login, which failed: {why}"
             ),
+            Fault::Scope(scope) if scope.trim().is_empty() => format!(
+                "the remote MCP server at {origin} answered 403 insufficient_scope without \
+                 naming the scope it needs, and a new login cannot ask for it"
+            ),
+            Fault::Scope(scope) => format!(
+                "the remote MCP server at {origin} needs scope \"{scope}\", which the OAuth login \
+                 did not obtain (asked for it; the authorization server did not grant it)"
+            ),
             Fault::Status(s, body) => {
                 format!("the remote MCP server at {origin} answered HTTP {s}: {body}")
             }
@@ -116,6 +128,10 @@ impl Fault {
         if let Fault::Login(_) = self {
             data["httpStatus"] = json!(401);
         }
+        if let Fault::Scope(scope) = self {
+            data["httpStatus"] = json!(403);
+            data["scope"] = json!(scope);
+        }
         BridgeError::Remote {
             reason: self.reason(),
             message: msg,
@@ -127,7 +143,7 @@ impl Fault {
     pub(super) fn may_have_reached(&self) -> bool {
         !matches!(
             self,
-            Fault::Unreachable { .. } | Fault::Auth(_) | Fault::Login(_)
+            Fault::Unreachable { .. } | Fault::Auth(_) | Fault::Login(_) | Fault::Scope(_)
         )
     }
 }

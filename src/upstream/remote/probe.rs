@@ -96,6 +96,7 @@ impl Remote {
                 f @ (Fault::Unreachable { .. }
                 | Fault::Auth(_)
                 | Fault::Login(_)
+                | Fault::Scope(_)
                 | Fault::Broken(_)),
             )) => return Err(f),
             Ok(Err(f)) => {

@@ -22,6 +22,8 @@ use super::fault::{chain, classify_connect, Fault};
 use super::{Answer, HttpClient, Remote, RemoteConfig, Session};
 use crate::call::{CallEvent, EventSender};
 use crate::framing::{SseDecoder, SseItem};
+use crate::oauth::challenge::Bearer;
+use crate::oauth::{Need, Recover};
 use crate::protocol;
 
 /// Build the HTTPS client: webpki roots (or the OS roots), plus `--ca-file`.
@@ -98,6 +100,25 @@ pub(super) fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
+/// What an answer asks of the OAuth client: a 401 (with its Bearer challenge, if any), or a
+/// 403 whose Bearer challenge says `insufficient_scope` (its `scope`, possibly empty).
+fn refusal(resp: &Response<Incoming>) -> Option<(Need, Option<Bearer>)> {
+    let challenge = crate::oauth::challenge::bearer(
+        resp.headers()
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok()),
+    );
+    match resp.status() {
+        StatusCode::UNAUTHORIZED => Some((Need::Token, challenge)),
+        StatusCode::FORBIDDEN => {
+            let c = challenge.filter(|c| c.error.as_deref() == Some("insufficient_scope"))?;
+            Some((Need::Scope(c.scope.clone().unwrap_or_default()), Some(c)))
+        }
+        _ => None,
+    }
+}
+
 /// A short, single-line, bounded excerpt of a body for error messages.
 pub(super) fn snippet(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(&b[..b.len().min(200)]);
@@ -132,8 +153,10 @@ impl Remote {
             .unwrap_or_else(|_| Request::new(Full::new(Bytes::new())))
     }
 
-    /// Send one request with the OAuth token (when logged in); on a 401 refresh or log in and
-    /// send it once more. Without OAuth this is `send_once`.
+    /// Send one request with the OAuth token (when logged in); on a 401 refresh or log in, on
+    /// a 403 `insufficient_scope` log in again for the wider scope, and send it once more (a
+    /// second `insufficient_scope` is the call's error, naming the scope). Without OAuth this
+    /// is `send_once`.
     pub(super) async fn send(
         &self,
         mut req: Request<Full<Bytes>>,
@@ -148,16 +171,10 @@ impl Remote {
         let (parts, body) = req.into_parts();
         let again = (parts.method.clone(), parts.headers.clone(), body.clone());
         let resp = self.send_once(Request::from_parts(parts, body)).await?;
-        if resp.status() != StatusCode::UNAUTHORIZED {
+        let Some((need, challenge)) = refusal(&resp) else {
             return Ok(resp);
-        }
-        let challenge = crate::oauth::challenge::bearer(
-            resp.headers()
-                .get_all(WWW_AUTHENTICATE)
-                .iter()
-                .filter_map(|v| v.to_str().ok()),
-        );
-        match oauth.recover(challenge, sent.as_ref()).await {
+        };
+        match oauth.recover(need.clone(), challenge, sent.as_ref()).await {
             Ok(v) => {
                 drop(resp);
                 let (method, mut headers, body) = again;
@@ -166,10 +183,21 @@ impl Remote {
                 *req.method_mut() = method;
                 *req.uri_mut() = self.cfg.url.clone();
                 *req.headers_mut() = headers;
-                self.send_once(req).await
+                let resp = self.send_once(req).await?;
+                match (need, refusal(&resp)) {
+                    (Need::Scope(_), Some((Need::Scope(more), _))) => {
+                        warn!(
+                            "{} still wants scope {more:?} after a new login",
+                            self.origin
+                        );
+                        Err(Fault::Scope(more))
+                    }
+                    _ => Ok(resp),
+                }
             }
-            Err(crate::oauth::Recover::NotOAuth) => Ok(resp),
-            Err(crate::oauth::Recover::Failed(why)) => {
+            Err(Recover::NotOAuth) => Ok(resp),
+            Err(Recover::Scope(more)) => Err(Fault::Scope(more)),
+            Err(Recover::Failed(why)) => {
                 warn!("OAuth login for {} failed: {why}", self.origin);
                 Err(Fault::Login(why))
             }
