@@ -54,11 +54,8 @@ AUTH_SCENARIOS=(
 # Remove an entry when the summary says `now passing`. Missing features first, then bugs.
 EXPECTED_FAIL_DEFAULT='
 auth/basic-cimd                            no Client ID Metadata Documents yet: connect registers by DCR (client_id test-client-id, not the metadata URL)
-auth/scope-step-up                         no step-up on 403 insufficient_scope yet: tools/call needing mcp:write gets the 403, no second authorization
 auth/2025-03-26-oauth-metadata-backcompat  no 2025-03-26 discovery yet: without PRM connect gives up instead of reading /.well-known/oauth-authorization-server at the server origin
 auth/2025-03-26-oauth-endpoint-fallback    no 2025-03-26 fallback yet: without any metadata connect gives up instead of using /register, /authorize, /token at the origin
-auth/client-credentials-jwt                no client_credentials grant (private_key_jwt) yet: connect runs the authorization code flow; no flag for the key
-auth/client-credentials-basic              no client_credentials grant yet: connect runs the authorization code flow with the given client id/secret
 auth/cross-app-access-complete-flow        no SEP-990 enterprise flow (token exchange at the IdP + JWT bearer grant) yet
 auth/token-endpoint-auth-post              BUG: connect sends the secret with HTTP Basic although registration and AS metadata say client_secret_post
 '

@@ -1,6 +1,8 @@
 //! `private_key_jwt` (RFC 7523 §2.2, OIDC Core §9): the client authenticates at the token
 //! endpoint with a short-lived JWT signed by its own key: `iss` = `sub` = the client id, `aud`
-//! = the token endpoint, a random `jti`, `exp` a minute ahead. The key is a PEM file (PKCS#8,
+//! = the authorization server (its issuer and its token endpoint, both: RFC 7523 names the
+//! server and allows the endpoint, and servers check one or the other), a random `jti`, `exp`
+//! a minute ahead. The key is a PEM file (PKCS#8,
 //! or PKCS#1 for RSA, SEC1 for EC): RSA signs RS256, a P-256 key ES256; other keys are refused
 //! when the flags are read. Signed with aws-lc-rs directly (the crate `jsonwebtoken` and rustls
 //! already use): `jsonwebtoken` without its PEM feature reads only PKCS#1 RSA keys, and the
@@ -88,12 +90,17 @@ impl ClientKey {
             alg,
             kid,
         };
-        k.assertion("probe", "https://probe.invalid/token")?;
+        k.assertion("probe", &["https://probe.invalid/token"])?;
         Ok(k)
     }
 
-    /// A fresh client assertion for `client_id` at `audience` (the token endpoint).
-    pub fn assertion(&self, client_id: &str, audience: &str) -> Result<String, String> {
+    /// A fresh client assertion for `client_id` at `audience` (the issuer and the token
+    /// endpoint; one value when they are the same).
+    pub fn assertion(&self, client_id: &str, audience: &[&str]) -> Result<String, String> {
+        let audience = match audience {
+            [one] => json!(one),
+            many => json!(many),
+        };
         let mut header = json!({"alg": self.alg.name(), "typ": "JWT"});
         if let Some(k) = &self.kid {
             header["kid"] = json!(k);
@@ -174,7 +181,7 @@ mod tests {
         let k = ClientKey::from_pem(&text, Some("k1".into())).unwrap();
         assert_eq!(k.alg, Alg::Es256);
         assert!(!format!("{k:?}").contains("BEGIN"));
-        let jwt = k.assertion("cid", "https://as/token").unwrap();
+        let jwt = k.assertion("cid", &["https://as/token"]).unwrap();
         let (h, c, sig, input) = parts(&jwt);
         assert_eq!(h["alg"], "ES256");
         assert_eq!(h["kid"], "k1");
@@ -192,8 +199,14 @@ mod tests {
         )
         .verify(input.as_bytes(), &sig)
         .unwrap();
-        let other = k.assertion("cid", "https://as/token").unwrap();
+        let other = k
+            .assertion("cid", &["https://as", "https://as/token"])
+            .unwrap();
         assert_ne!(parts(&other).1["jti"], c["jti"], "jti is fresh");
+        assert_eq!(
+            parts(&other).1["aud"],
+            json!(["https://as", "https://as/token"])
+        );
     }
 
     #[test]
@@ -202,7 +215,7 @@ mod tests {
         let der = AsDer::<aws_lc_rs::encoding::Pkcs8V1Der>::as_der(&pair).unwrap();
         let k = ClientKey::from_pem(&pem("PRIVATE KEY", der.as_ref()), None).unwrap();
         assert_eq!(k.alg, Alg::Rs256);
-        let (h, _, sig, input) = parts(&k.assertion("c", "https://as/t").unwrap());
+        let (h, _, sig, input) = parts(&k.assertion("c", &["https://as/t"]).unwrap());
         assert_eq!(h["alg"], "RS256");
         assert!(h.get("kid").is_none());
         UnparsedPublicKey::new(

@@ -373,7 +373,13 @@ pub async fn client_credentials(
                     meta.issuer
                 );
             }
-            Some(k.assertion(id, &meta.token_endpoint)?)
+            let aud = [meta.issuer.as_str(), meta.token_endpoint.as_str()];
+            let aud = if aud[0] == aud[1] {
+                &aud[..1]
+            } else {
+                &aud[..]
+            };
+            Some(k.assertion(id, aud)?)
         }
         (None, None) => {
             return Err(

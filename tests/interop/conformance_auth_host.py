@@ -15,9 +15,11 @@ notifications/initialized, tools/list, tools/call of the first tool, then it clo
 login happens inside the bridge when the remote first answers 401.
 
 The scenario context is mapped onto connect's flags: `client_id` -> `--oauth-client-id`,
-`client_secret` -> `--oauth-client-secret-file` (a 0600 file in the temp dir). Context keys with
-no connect flag (client-credentials keys, identity-provider tokens, ...) are reported on stdout
-and stderr and otherwise ignored, so those scenarios fail visibly until connect learns them.
+`client_secret` -> `--oauth-client-secret-file`, `private_key_pem` -> `--oauth-private-key-file`
+(0600 files in the temp dir), and an `auth/client-credentials-*` scenario adds
+`--oauth-client-credentials` (a machine: no browser). Context keys with no connect flag
+(identity-provider tokens, ...) are reported on stdout and stderr and otherwise ignored, so
+those scenarios fail visibly until connect learns them.
 (auth/basic-cimd gives no context: it expects the client id to be the suite's constant URL
 https://conformance-test.local/client-metadata.json, to be passed here once connect has a flag
 for a Client ID Metadata Document.)
@@ -188,16 +190,23 @@ def main() -> int:
                 continue
             if key == "client_id":
                 argv += ["--oauth-client-id", str(val)]
-            elif key == "client_secret":
-                secret = os.path.join(work, "client_secret")
-                fd = os.open(secret, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            elif key in ("client_secret", "private_key_pem"):
+                path = os.path.join(work, key)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
                 with os.fdopen(fd, "w", encoding="utf-8") as f:
                     f.write(str(val))
-                argv += ["--oauth-client-secret-file", secret]
+                flag = "--oauth-client-secret-file" if key == "client_secret" else "--oauth-private-key-file"
+                argv += [flag, path]
+            elif key == "signing_algorithm":
+                # connect signs with what the key is: ES256 for P-256, RS256 for RSA.
+                print(f"NOTE signing_algorithm {val!r}: taken from the key's type", flush=True)
             else:
                 note = f"context key {key!r} has no connect flag (not passed)"
                 print("NOTE " + note, flush=True)
                 print("conformance_auth_host: " + note, file=sys.stderr, flush=True)
+        if scenario.startswith("auth/client-credentials"):
+            # A machine: the client credentials grant, no browser.
+            argv += ["--oauth-client-credentials"]
         argv += (os.environ.get("CONFORMANCE_AUTH_CONNECT_ARGS") or "").split()
 
         env = dict(os.environ, BROWSER=browser, OAUTH_BROWSER_LOG=browser_log)
