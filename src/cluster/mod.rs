@@ -253,15 +253,16 @@ pub fn check(key_file: Option<&Path>, advertise_url: Option<&str>) -> Result<(),
     Ok(())
 }
 
-/// Key files should be readable by the bridge's user alone; say so when they are not (a
-/// refusal would break the common Kubernetes secret mount, 0644 by default).
+/// Key files should be readable by the bridge's user (and at most its group: a Kubernetes
+/// secret mounted with `fsGroup` is 0440) alone; say so when others may read or write one (a
+/// refusal would break the common secret mount, 0644 by default).
 fn warn_if_open(path: &Path) {
     use std::os::unix::fs::PermissionsExt;
     if let Ok(m) = std::fs::metadata(path) {
-        if m.permissions().mode() & 0o077 != 0 {
+        if m.permissions().mode() & 0o027 != 0 {
             tracing::warn!(
                 file = %path.display(),
-                "the cluster key file may be read by other users; make it 0600 or 0400"
+                "the cluster key file may be read by other users; make it 0600, 0400 or 0440"
             );
         }
     }
