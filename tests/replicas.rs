@@ -306,6 +306,22 @@ fn replica_settings_are_checked() {
             ],
             "scheme://host:port",
         ),
+        (
+            vec!["--demo", "--cluster-ca-file", key],
+            "goes with --cluster-key-file",
+        ),
+        (
+            vec![
+                "--demo",
+                "--cluster-key-file",
+                key,
+                url[0],
+                url[1],
+                "--cluster-ca-file",
+                key,
+            ],
+            "--cluster-ca-file",
+        ),
     ] {
         let (code, err) = run_refused(&args);
         assert_eq!(code, Some(64), "{args:?}: {err}");

@@ -273,6 +273,10 @@ pub struct ServeArgs {
     /// Replicas: where the other replicas reach this one directly (scheme://host:port).
     #[arg(long, value_name = "URL", help_heading = "Replicas")]
     pub advertise_url: Option<String>,
+    /// Replicas: CA certificates (PEM) for https:// advertise URLs signed by a private CA
+    /// (default: the webpki roots).
+    #[arg(long, value_name = "FILE", help_heading = "Replicas")]
+    pub cluster_ca_file: Option<PathBuf>,
     /// How to reach the --upstream server (the same flags as `connect`).
     #[command(flatten)]
     pub remote: remote::RemoteArgs,

@@ -36,7 +36,8 @@ const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONTENT_LENGTH,
 ];
 
-/// The client of the hops (plain HTTP or TLS with webpki roots; a pool of connections).
+/// The client of the hops (plain HTTP, or TLS with webpki roots and `--cluster-ca-file`; a
+/// pool of connections).
 pub struct Client {
     http: crate::oauth::http::Https,
 }
@@ -51,8 +52,10 @@ pub enum HopError {
 }
 
 impl Client {
-    pub fn new() -> Result<Self, String> {
-        let http = crate::upstream::remote::https_client(false, None, CONNECT_TIMEOUT)?;
+    /// The client, trusting `ca_file`'s certificates besides the webpki roots.
+    pub fn new(ca_file: Option<&std::path::Path>) -> Result<Self, String> {
+        let http = crate::upstream::remote::https_client(false, ca_file, CONNECT_TIMEOUT)
+            .map_err(|e| e.replace("--ca-file", "--cluster-ca-file"))?;
         Ok(Self { http })
     }
 

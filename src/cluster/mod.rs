@@ -133,14 +133,22 @@ pub fn parse_secrets(text: &str) -> Result<Vec<String>, String> {
 
 impl Cluster {
     /// Read the key file (warning when others may read it) and set up this replica.
-    pub fn load(key_file: &Path, advertise_url: &str) -> Result<Cluster, String> {
+    pub fn load(
+        key_file: &Path,
+        advertise_url: &str,
+        ca_file: Option<&Path>,
+    ) -> Result<Cluster, String> {
         let name = key_file.display();
         let text = std::fs::read_to_string(key_file)
             .map_err(|e| format!("--cluster-key-file {name}: {e}"))?;
         warn_if_open(key_file);
         let secrets =
             parse_secrets(&text).map_err(|e| format!("--cluster-key-file {name}: {e}"))?;
-        Self::new(&secrets, advertise_url)
+        let mut c = Self::new(&secrets, advertise_url)?;
+        if ca_file.is_some() {
+            c.client = forward::Client::new(ca_file)?;
+        }
+        Ok(c)
     }
 
     /// A replica with these secrets (the first current) at `advertise_url`.
@@ -157,7 +165,7 @@ impl Cluster {
             keys,
             sealed_me: String::new(),
             me,
-            client: forward::Client::new()?,
+            client: forward::Client::new(None)?,
         };
         c.sealed_me = c
             .seal(c.me.as_bytes())

@@ -42,6 +42,7 @@ pub struct FileConfig {
 pub struct ClusterFile {
     pub key_file: Option<PathBuf>,
     pub advertise_url: Option<String>,
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -199,6 +199,8 @@ pub struct Plan {
     /// [`Plan::cluster`]).
     pub cluster_key_file: Option<PathBuf>,
     pub advertise_url: Option<String>,
+    /// CA certificates for https:// hops between replicas.
+    pub cluster_ca_file: Option<PathBuf>,
 }
 
 /// The path a named server is published at.
@@ -339,12 +341,17 @@ impl Plan {
             solo: true,
             cluster_key_file: args.cluster_key_file.clone(),
             advertise_url: args.advertise_url.clone(),
+            cluster_ca_file: args.cluster_ca_file.clone(),
         })
     }
 
-    /// The replica settings, when set: both the key file and the advertise URL, or neither.
+    /// The replica settings, when set: both the key file and the advertise URL, or neither
+    /// (and a CA file only with them).
     pub fn cluster(&self) -> Result<Option<(&Path, &str)>, String> {
         match (&self.cluster_key_file, &self.advertise_url) {
+            (None, None) if self.cluster_ca_file.is_some() => {
+                Err("--cluster-ca-file ([cluster] ca_file) goes with --cluster-key-file".into())
+            }
             (None, None) => Ok(None),
             (Some(f), Some(u)) => Ok(Some((f, u))),
             _ => Err(
@@ -371,6 +378,7 @@ impl Plan {
             && self.conn == other.conn
             && self.cluster_key_file == other.cluster_key_file
             && self.advertise_url == other.advertise_url
+            && self.cluster_ca_file == other.cluster_ca_file
     }
 }
 
@@ -580,7 +588,8 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         servers,
         solo: false,
         cluster_key_file: file.cluster.as_ref().and_then(|c| c.key_file.clone()),
-        advertise_url: file.cluster.and_then(|c| c.advertise_url),
+        advertise_url: file.cluster.as_ref().and_then(|c| c.advertise_url.clone()),
+        cluster_ca_file: file.cluster.and_then(|c| c.ca_file),
     })
 }
 
@@ -782,6 +791,9 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
     }
     if g("advertise_url") {
         plan.advertise_url = args.advertise_url.clone();
+    }
+    if g("cluster_ca_file") {
+        plan.cluster_ca_file = args.cluster_ca_file.clone();
     }
     let c = &mut plan.conn;
     let flags = args.conn_limits();

@@ -170,7 +170,7 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         }
     };
     let cluster = match plan.cluster().and_then(|c| {
-        c.map(|(file, url)| Cluster::load(file, url).map(Arc::new))
+        c.map(|(file, url)| Cluster::load(file, url, plan.cluster_ca_file.as_deref()).map(Arc::new))
             .transpose()
     }) {
         Ok(c) => c,

@@ -42,6 +42,7 @@ fn keep_restart_settings(old: &Plan, new: &mut Plan) {
     );
     new.cluster_key_file = old.cluster_key_file.clone();
     new.advertise_url = old.advertise_url.clone();
+    new.cluster_ca_file = old.cluster_ca_file.clone();
     new.conn = old.conn;
     new.listen = old.listen.clone();
     new.auth.tls_cert = old.auth.tls_cert.clone();
