@@ -74,6 +74,21 @@ struct AsState {
     post_only: AtomicBool,
     /// What went wrong at the server (the test asserts it stays empty).
     errors: Mutex<Vec<String>>,
+    /// A 2025-03-26 server: `serve` behind this one at `/mcp` (no PRM here), its 401 challenge
+    /// replaced by this one (None: no `WWW-Authenticate` at all).
+    upstream: Mutex<Option<String>>,
+    challenge: Mutex<Option<String>>,
+    /// The issuer the metadata names (None: the base); no metadata at all.
+    issuer: Mutex<Option<String>>,
+    no_meta: AtomicBool,
+    /// Do not insist on the `--oauth-param` (a connect without OAuth flags).
+    lax_extra: AtomicBool,
+    /// Advertise Client ID Metadata Documents; the client id of every authorization.
+    cimd: AtomicBool,
+    client_ids: Mutex<Vec<String>>,
+    /// Registrations get a secret and `client_secret_post` (Basic is refused then).
+    confidential: AtomicBool,
+    reg_secret: Mutex<String>,
 }
 
 struct AuthServer {
@@ -122,12 +137,18 @@ impl AuthServer {
                                     .and_then(|v| v.to_str().ok())
                                     .unwrap_or("")
                                     .to_owned();
+                                let upstream = st.upstream.lock().unwrap().clone();
+                                if let Some(up) = upstream.filter(|_| path == "/mcp") {
+                                    return Ok(proxy(&st, &up, req).await);
+                                }
                                 let body = req.into_body().collect().await.unwrap().to_bytes();
                                 let (status, headers, text) =
                                     answer(&st, &k, &path, query.as_bytes(), &authz, &body);
-                                let mut r = hyper::Response::new(http_body_util::Full::new(
-                                    bytes::Bytes::from(text),
-                                ));
+                                let mut r = hyper::Response::new(
+                                    http_body_util::Full::new(bytes::Bytes::from(text))
+                                        .map_err(|e| match e {})
+                                        .boxed(),
+                                );
                                 *r.status_mut() = hyper::StatusCode::from_u16(status).unwrap();
                                 for (name, v) in headers {
                                     r.headers_mut().insert(name, v.parse().unwrap());
@@ -148,6 +169,40 @@ impl AuthServer {
     fn count(&self, c: &AtomicUsize) -> usize {
         c.load(Ordering::SeqCst)
     }
+}
+
+type Boxed =
+    http_body_util::combinators::BoxBody<bytes::Bytes, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A 2025-03-26 MCP server: `serve` at `up`, seen without its PRM and with the challenge of
+/// `st.challenge` on a 401.
+async fn proxy(
+    st: &AsState,
+    up: &str,
+    req: hyper::Request<hyper::body::Incoming>,
+) -> hyper::Response<Boxed> {
+    use http_body_util::BodyExt;
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await.unwrap().to_bytes();
+    let c = reqwest::Client::new();
+    let mut r = c.request(parts.method.clone(), up).body(body);
+    for (k, v) in &parts.headers {
+        if k != "host" && k != "content-length" {
+            r = r.header(k, v);
+        }
+    }
+    let resp = r.send().await.unwrap();
+    let mut out: hyper::Response<reqwest::Body> = resp.into();
+    if out.status() == 401 {
+        out.headers_mut().remove("www-authenticate");
+        if let Some(c) = st.challenge.lock().unwrap().clone() {
+            out.headers_mut()
+                .insert("www-authenticate", c.parse().unwrap());
+        }
+    }
+    out.headers_mut().remove("content-length");
+    out.headers_mut().remove("transfer-encoding");
+    out.map(|b| b.map_err(Into::into).boxed())
 }
 
 fn random(prefix: &str) -> String {
@@ -269,9 +324,10 @@ fn answer(
         )
     };
     match path {
-        "/.well-known/oauth-authorization-server" => {
+        "/.well-known/oauth-authorization-server" if !st.no_meta.load(Ordering::SeqCst) => {
+            let issuer = st.issuer.lock().unwrap().clone();
             let mut meta = json!({
-                "issuer": st.base,
+                "issuer": issuer.unwrap_or_else(|| st.base.clone()),
                 "authorization_endpoint": format!("{}/authorize", st.base),
                 "token_endpoint": format!("{}/token", st.base),
                 "registration_endpoint": format!("{}/register", st.base),
@@ -289,6 +345,9 @@ fn answer(
             if st.device.load(Ordering::SeqCst) {
                 meta["device_authorization_endpoint"] = json!(format!("{}/device", st.base));
             }
+            if st.cimd.load(Ordering::SeqCst) {
+                meta["client_id_metadata_document_supported"] = json!(true);
+            }
             reply(200, meta)
         }
         "/register" => {
@@ -302,6 +361,17 @@ fn answer(
                 return fail(format!("bad registration {doc}"));
             }
             let n = st.registrations.fetch_add(1, Ordering::SeqCst) + 1;
+            if st.confidential.load(Ordering::SeqCst) {
+                let secret = random("cs");
+                st.secrets.lock().unwrap().push(secret.clone());
+                *st.reg_secret.lock().unwrap() = secret.clone();
+                return reply(
+                    201,
+                    json!({"client_id": format!("client-{n}"), "client_secret": secret,
+                           "redirect_uris": doc["redirect_uris"],
+                           "token_endpoint_auth_method": "client_secret_post"}),
+                );
+            }
             reply(
                 201,
                 json!({"client_id": format!("client-{n}"), "redirect_uris": doc["redirect_uris"],
@@ -318,10 +388,11 @@ fn answer(
             if get("resource") != resource {
                 return fail(format!("resource {:?} != {resource:?}", get("resource")));
             }
-            if get("extra") != "yes" {
+            if get("extra") != "yes" && !st.lax_extra.load(Ordering::SeqCst) {
                 return fail("the --oauth-param did not arrive".into());
             }
             st.authorizations.fetch_add(1, Ordering::SeqCst);
+            st.client_ids.lock().unwrap().push(get("client_id"));
             st.asked_scopes.lock().unwrap().push(get("scope"));
             let code = format!("code-{}", st.authorizations.load(Ordering::SeqCst));
             st.codes.lock().unwrap().insert(
@@ -339,6 +410,16 @@ fn answer(
             let get = |k: &str| f.get(k).cloned().unwrap_or_default();
             if get("resource") != *st.resource.lock().unwrap() {
                 return fail(format!("token resource {:?}", get("resource")));
+            }
+            let user =
+                ["authorization_code", "refresh_token"].contains(&get("grant_type").as_str());
+            if user && st.confidential.load(Ordering::SeqCst) {
+                if authz.starts_with("Basic ") {
+                    return fail("Basic from a client registered with client_secret_post".into());
+                }
+                if get("client_secret") != *st.reg_secret.lock().unwrap() {
+                    return fail("no or a wrong client_secret in the body".into());
+                }
             }
             match get("grant_type").as_str() {
                 "authorization_code" => {
@@ -449,6 +530,8 @@ fn browser(dir: &Path) -> PathBuf {
 struct World {
     auth: AuthServer,
     serve: Bridge,
+    /// The URL connect is given (serve's, or the 2025-03-26 stand-in's).
+    url: String,
     _jwks: JwksServer,
     dir: tempfile::TempDir,
 }
@@ -484,7 +567,44 @@ impl World {
         *auth.state.resource.lock().unwrap() = serve.url.clone();
         World {
             auth,
+            url: serve.url.clone(),
             serve,
+            _jwks: jwks_server,
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// A 2025-03-26 server: the authorization server's origin also serves the MCP endpoint
+    /// (`serve`, proxied at `/mcp`), with no Protected Resource Metadata anywhere.
+    async fn start_legacy() -> World {
+        let key = TestKey::es256("as-key");
+        let jwks_server = JwksServer::start(jwks(&[&key])).await;
+        let auth = AuthServer::start(key).await;
+        let front = format!("{}/mcp", auth.state.base);
+        let serve = Bridge::builder()
+            .log_level("debug")
+            .serve()
+            .args([
+                "--demo",
+                "--port",
+                "0",
+                "--auth",
+                "jwt",
+                "--jwks-url",
+                &jwks_server.url,
+                "--issuer",
+                &auth.state.base,
+                "--audience",
+                &front,
+            ])
+            .spawn()
+            .await;
+        *auth.state.resource.lock().unwrap() = front.clone();
+        *auth.state.upstream.lock().unwrap() = Some(serve.url.clone());
+        World {
+            auth,
+            serve,
+            url: front,
             _jwks: jwks_server,
             dir: tempfile::tempdir().unwrap(),
         }
@@ -509,7 +629,7 @@ impl World {
             "extra=yes",
         ];
         args.extend_from_slice(extra);
-        Host::start_env(&self.serve.url, &args, &[("BROWSER", b.to_str().unwrap())])
+        Host::start_env(&self.url, &args, &[("BROWSER", b.to_str().unwrap())])
     }
 
     fn file(&self, name: &str, text: &str) -> String {
@@ -1177,5 +1297,139 @@ async fn insufficient_scope_steps_up_once() {
     assert_eq!(error_of(&r2).0, "insufficient_scope", "{r2}");
     assert_eq!(w.auth.count(&st.authorizations), 4, "no login loop");
     assert_quiet(&w, &h, &[&r, &r2]);
+    assert_no_server_errors(&w);
+}
+
+/// MCP 2025-03-26 discovery: a server with no Protected Resource Metadata whose origin is the
+/// authorization server. A Bearer challenge (or an OAuth flag) finds the origin's RFC 8414
+/// metadata, whose issuer (`/oauth`, as the conformance suite's server has it) is accepted;
+/// with no metadata either, an explicit login uses the default endpoints; the resource is the
+/// server's URL. Without a Bearer challenge or flags, or with a bare challenge and no metadata,
+/// a 401 stays a 401.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_03_26_server_is_its_own_authorization_server() {
+    let w = World::start_legacy().await;
+    let st = &w.auth.state;
+    st.lax_extra.store(true, Ordering::SeqCst);
+    *st.issuer.lock().unwrap() = Some(format!("{}/oauth", st.base));
+    let b = browser(w.dir.path());
+    let d = w.oauth_dir();
+    let plain = || {
+        Host::start_env(
+            &w.url,
+            &["--oauth-dir", d.to_str().unwrap()],
+            &[("BROWSER", b.to_str().unwrap())],
+        )
+    };
+
+    // No challenge, no flags: not OAuth as far as connect can tell.
+    let mut h = plain();
+    let r = echo(&mut h, 1, "x");
+    assert_eq!(error_of(&r).0, "unauthorized", "{r}\n{}", h.log.dump());
+    drop(h);
+    // A bare Bearer challenge, but no metadata at the origin either: still a 401.
+    *st.challenge.lock().unwrap() = Some("Bearer".into());
+    st.no_meta.store(true, Ordering::SeqCst);
+    let mut h = plain();
+    let r = echo(&mut h, 2, "x");
+    assert_eq!(error_of(&r).0, "unauthorized", "{r}\n{}", h.log.dump());
+    assert_eq!(w.auth.count(&st.authorizations), 0, "no login");
+    drop(h);
+
+    // The origin's metadata, another issuer: a login, for the server's URL as the resource.
+    st.no_meta.store(false, Ordering::SeqCst);
+    let mut h = plain();
+    let r = echo(&mut h, 3, "legacy");
+    assert_eq!(text(&r), "legacy", "{r}\n{}", h.log.dump());
+    assert_eq!(w.auth.count(&st.authorizations), 1);
+    assert_eq!(w.auth.count(&st.registrations), 1);
+    assert_quiet(&w, &h, &[&r]);
+    drop(h);
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(w.login_file()).unwrap()).unwrap();
+    assert_eq!(v["resource"], json!(w.url), "{v}");
+
+    // No metadata and no challenge, OAuth asked for: the default endpoints at the origin.
+    std::fs::remove_dir_all(w.oauth_dir()).unwrap();
+    st.no_meta.store(true, Ordering::SeqCst);
+    *st.challenge.lock().unwrap() = None;
+    let mut h = w.host_with(&["--oauth"]);
+    let r = echo(&mut h, 4, "defaults");
+    assert_eq!(text(&r), "defaults", "{r}\n{}", h.log.dump());
+    assert_eq!(w.auth.count(&st.authorizations), 2);
+    assert_eq!(w.auth.count(&st.registrations), 2);
+    assert_quiet(&w, &h, &[&r]);
+    assert_no_server_errors(&w);
+}
+
+/// `--oauth-client-metadata-url`: the URL is the client id (no registration) where the
+/// authorization server advertises Client ID Metadata Documents; elsewhere dynamic
+/// registration; a static client id goes first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_id_metadata_document_replaces_registration_where_advertised() {
+    let w = World::start().await;
+    let st = &w.auth.state;
+    let doc = "http://127.0.0.1:9/mcp-bridge/client.json";
+    let last_id = || st.client_ids.lock().unwrap().last().cloned().unwrap();
+
+    st.cimd.store(true, Ordering::SeqCst);
+    let mut h = w.host_with(&["--oauth-client-metadata-url", doc]);
+    let r = echo(&mut h, 1, "cimd");
+    assert_eq!(text(&r), "cimd", "{r}\n{}", h.log.dump());
+    assert_eq!(last_id(), doc);
+    assert_eq!(w.auth.count(&st.registrations), 0, "no registration");
+    assert_quiet(&w, &h, &[&r]);
+    drop(h);
+
+    st.cimd.store(false, Ordering::SeqCst);
+    std::fs::remove_dir_all(w.oauth_dir()).unwrap();
+    let mut h = w.host_with(&["--oauth-client-metadata-url", doc]);
+    let r = echo(&mut h, 2, "dcr");
+    assert_eq!(text(&r), "dcr", "{r}\n{}", h.log.dump());
+    assert_eq!(last_id(), "client-1");
+    assert_eq!(w.auth.count(&st.registrations), 1);
+    drop(h);
+
+    st.cimd.store(true, Ordering::SeqCst);
+    std::fs::remove_dir_all(w.oauth_dir()).unwrap();
+    let mut h = w.host_with(&[
+        "--oauth-client-metadata-url",
+        doc,
+        "--oauth-client-id",
+        "static-1",
+    ]);
+    let r = echo(&mut h, 3, "static");
+    assert_eq!(text(&r), "static", "{r}\n{}", h.log.dump());
+    assert_eq!(last_id(), "static-1");
+    assert_eq!(w.auth.count(&st.registrations), 1);
+    assert_no_server_errors(&w);
+}
+
+/// A registration answered with a secret and `client_secret_post` (RFC 7591 §3.2.1) is used
+/// so: the secret in the body of the code exchange and of the refresh, never Basic (which
+/// the metadata also offers).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_answered_with_client_secret_post_is_used_so() {
+    let w = World::start().await;
+    let st = &w.auth.state;
+    st.confidential.store(true, Ordering::SeqCst);
+    let mut h = w.host();
+    let r = echo(&mut h, 1, "post");
+    assert_eq!(text(&r), "post", "{r}\n{}", h.log.dump());
+    assert!(
+        h.log
+            .dump()
+            .contains("as a confidential client (client_secret_post)"),
+        "{}",
+        h.log.dump()
+    );
+    assert_quiet(&w, &h, &[&r]);
+    drop(h);
+    w.edit_login(|v| v["token"]["expires_at"] = json!(now() - 10));
+    let mut h = w.host();
+    let r = echo(&mut h, 2, "refreshed");
+    assert_eq!(text(&r), "refreshed", "{r}\n{}", h.log.dump());
+    assert_eq!(w.auth.count(&st.refreshes), 1);
+    assert_eq!(w.auth.count(&st.registrations), 1);
+    assert_quiet(&w, &h, &[&r]);
     assert_no_server_errors(&w);
 }

@@ -60,6 +60,10 @@ pub struct OAuthArgs {
     /// File holding the client secret of --oauth-client-id (a confidential client).
     #[arg(long, value_name = "FILE", requires = "oauth_client_id")]
     pub oauth_client_secret_file: Option<PathBuf>,
+    /// URL of a Client ID Metadata Document (https): the client id at authorization servers
+    /// that advertise client_id_metadata_document_supported (else dynamic registration).
+    #[arg(long, value_name = "URL")]
+    pub oauth_client_metadata_url: Option<String>,
     /// Scopes to ask for (space-separated; default: the server's challenge, else its metadata).
     #[arg(long, value_name = "SCOPES")]
     pub oauth_scope: Option<String>,
@@ -122,6 +126,7 @@ impl OAuthArgs {
     fn explicit(&self) -> bool {
         self.oauth
             || self.oauth_client_id.is_some()
+            || self.oauth_client_metadata_url.is_some()
             || self.oauth_scope.is_some()
             || self.oauth_callback_port.is_some()
             || !self.oauth_param.is_empty()
@@ -187,6 +192,9 @@ impl OAuthArgs {
                 return Err("--oauth-client-id is empty".into());
             }
         }
+        if let Some(u) = &self.oauth_client_metadata_url {
+            check_metadata_url(u)?;
+        }
         let grant = self.grant()?;
         let private_key = match &self.oauth_private_key_file {
             Some(f) => {
@@ -233,6 +241,7 @@ impl OAuthArgs {
                 client_id: self.oauth_client_id.clone(),
                 client_secret,
                 private_key,
+                metadata_url: self.oauth_client_metadata_url.clone(),
             },
             scope: self.oauth_scope.clone(),
             no_resource: self.oauth_no_resource,
@@ -246,6 +255,31 @@ impl OAuthArgs {
             },
         }))
     }
+}
+
+/// A Client ID Metadata Document URL: https with a path (http only on a loopback host, for
+/// tests), no fragment.
+fn check_metadata_url(u: &str) -> Result<(), String> {
+    let bad = |why: &str| Err(format!("--oauth-client-metadata-url {u}: {why}"));
+    let Ok(url) = url::Url::parse(u) else {
+        return bad("not a URL");
+    };
+    let loopback = match url.host() {
+        Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+        Some(url::Host::Ipv4(a)) => a.is_loopback(),
+        Some(url::Host::Ipv6(a)) => a.is_loopback(),
+        None => false,
+    };
+    if !(url.scheme() == "https" || (url.scheme() == "http" && loopback)) {
+        return bad("must be https (http only on a loopback host)");
+    }
+    if url.fragment().is_some() || !url.username().is_empty() || url.password().is_some() {
+        return bad("no fragment or credentials allowed");
+    }
+    if url.path().trim_matches('/').is_empty() {
+        return bad("needs a path (the document's location)");
+    }
+    Ok(())
 }
 
 impl ConnectArgs {
@@ -371,6 +405,40 @@ mod tests {
         }
         let a = connect(&["https://h/mcp", "--oauth-timeout", "0s"]);
         assert!(a.config().is_err());
+        let o = connect(&[
+            "https://h/mcp",
+            "--oauth-dir",
+            d,
+            "--oauth-client-metadata-url",
+            "https://app.example/client.json",
+        ])
+        .config()
+        .unwrap()
+        .oauth
+        .unwrap();
+        assert_eq!(o.trigger, Trigger::Always);
+        assert_eq!(
+            o.client.metadata_url.as_deref(),
+            Some("https://app.example/client.json")
+        );
+        for bad in [
+            "http://app.example/client.json",
+            "https://app.example/",
+            "https://app.example/c.json#x",
+            "not a url",
+        ] {
+            let a = connect(&["https://h/mcp", "--oauth-client-metadata-url", bad]);
+            assert!(a.config().is_err(), "{bad}");
+        }
+        assert!(connect(&[
+            "https://h/mcp",
+            "--oauth-dir",
+            d,
+            "--oauth-client-metadata-url",
+            "http://127.0.0.1:8080/client.json",
+        ])
+        .config()
+        .is_ok());
         let a = connect(&[
             "https://h/mcp",
             "--oauth-client-id",

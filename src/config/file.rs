@@ -194,6 +194,7 @@ pub struct OAuthFile {
     enabled: Option<bool>,
     client_id: Option<String>,
     client_secret_file: Option<PathBuf>,
+    client_metadata_url: Option<String>,
     scope: Option<String>,
     no_resource: Option<bool>,
     #[serde(default)]
@@ -213,6 +214,7 @@ impl OAuthFile {
             no_oauth: self.enabled == Some(false),
             oauth_client_id: self.client_id,
             oauth_client_secret_file: self.client_secret_file,
+            oauth_client_metadata_url: self.client_metadata_url,
             oauth_scope: self.scope,
             oauth_no_resource: self.no_resource.unwrap_or(false),
             oauth_param: self.params.into_iter().collect(),

@@ -149,6 +149,7 @@ mod tests {
                 client_secret: Some(Secret("client-secret-xyz".into())),
                 redirect_uri: "http://127.0.0.1:1/cb".into(),
                 registered: true,
+                token_endpoint_auth_method: None,
             }),
             token: Some(TokenRecord {
                 access_token: Secret("access-token-abc".into()),

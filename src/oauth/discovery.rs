@@ -5,6 +5,13 @@
 //! issuer checked against the URL it came from; and the scopes to ask for (the 401's `scope`,
 //! else the resource's `scopes_supported`, else none). Hand-written: these are two small JSON
 //! fetches and the `oauth2` crate does not do them.
+//!
+//! The 2025-03-26 servers publish no Protected Resource Metadata: when every PRM URI misses,
+//! the MCP server's origin is the authorization server ([`legacy`]): its RFC 8414 metadata at
+//! `<origin>/.well-known/oauth-authorization-server` (an issuer other than the origin is
+//! accepted there, as such servers publish one), else, when OAuth was asked for explicitly,
+//! the default endpoints `<origin>/authorize`, `/token`, `/register` ([`legacy_defaults`]).
+//! The resource is then the server's canonical URL.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -34,6 +41,10 @@ pub struct AsMeta {
     /// means `client_secret_basic`).
     #[serde(default)]
     pub token_endpoint_auth_methods_supported: Vec<String>,
+    /// The server takes an https URL of a Client ID Metadata Document as the `client_id`
+    /// (no registration).
+    #[serde(default)]
+    pub client_id_metadata_document_supported: bool,
 }
 
 /// The outcome of discovery.
@@ -131,7 +142,12 @@ pub async fn discover(
     challenge: &Bearer,
     browser: bool,
 ) -> Result<Discovered, DiscoverError> {
-    let (prm_url, prm) = fetch_prm(fetch, server, challenge).await?;
+    let (prm_url, prm) = match fetch_prm(fetch, server, challenge).await {
+        Err(DiscoverError::NoMetadata(tried)) => {
+            return legacy(fetch, server, challenge, browser, tried).await
+        }
+        r => r?,
+    };
     let resource = match prm.get("resource").and_then(Value::as_str) {
         Some(r) if resource_matches(r, server) => r.to_owned(),
         Some(r) => {
@@ -183,6 +199,130 @@ pub async fn discover(
     })
 }
 
+/// The origin of `server` (its root URL).
+fn origin_root(server: &Url) -> Url {
+    let mut u = server.clone();
+    u.set_path("/");
+    u.set_query(None);
+    u.set_fragment(None);
+    u
+}
+
+/// The 2025-03-26 discovery (no PRM): the origin's RFC 8414 metadata; `NoMetadata` when it is
+/// not published either.
+async fn legacy(
+    fetch: &Fetch,
+    server: &Url,
+    challenge: &Bearer,
+    browser: bool,
+    tried: String,
+) -> Result<Discovered, DiscoverError> {
+    let mut u = origin_root(server);
+    u.set_path("/.well-known/oauth-authorization-server");
+    check_url(&u).map_err(DiscoverError::Bad)?;
+    let v = match fetch.get_json(&u).await {
+        Ok(Some(v)) if v.is_object() => v,
+        Ok(_) => {
+            debug!("no authorization server metadata at {}", redact(&u));
+            return Err(DiscoverError::NoMetadata(format!(
+                "{tried}, {}",
+                redact(&u)
+            )));
+        }
+        Err(e) => {
+            debug!("no authorization server metadata: {e}");
+            return Err(DiscoverError::NoMetadata(format!(
+                "{tried}, {}",
+                redact(&u)
+            )));
+        }
+    };
+    let m = parse_as(&u, v)?;
+    let origin = origin_root(server);
+    if m.issuer.trim_end_matches('/') != origin.as_str().trim_end_matches('/') {
+        debug!(
+            "the metadata at {} names issuer {} (not the origin); accepted (2025-03-26 discovery)",
+            redact(&u),
+            m.issuer
+        );
+    }
+    check_as(&m, &m.issuer, browser, true)?;
+    info!(
+        "{} publishes no protected resource metadata: its origin is the authorization server \
+         ({}; MCP 2025-03-26)",
+        canonical(server),
+        m.issuer
+    );
+    Ok(Discovered {
+        resource: canonical(server),
+        server: m,
+        scope: challenge.scope.clone().filter(|s| !s.trim().is_empty()),
+    })
+}
+
+/// The 2025-03-26 default endpoints at the origin of `server` (no metadata anywhere).
+pub fn legacy_defaults(server: &Url, challenge: &Bearer) -> Discovered {
+    let origin = origin_root(server);
+    let at = |p: &str| {
+        let mut u = origin.clone();
+        u.set_path(p);
+        u.to_string()
+    };
+    Discovered {
+        resource: canonical(server),
+        server: AsMeta {
+            issuer: origin.as_str().trim_end_matches('/').to_owned(),
+            authorization_endpoint: at("/authorize"),
+            token_endpoint: at("/token"),
+            registration_endpoint: Some(at("/register")),
+            code_challenge_methods_supported: vec!["S256".into()],
+            ..AsMeta::default()
+        },
+        scope: challenge.scope.clone().filter(|s| !s.trim().is_empty()),
+    }
+}
+
+fn parse_as(u: &Url, v: Value) -> Result<AsMeta, DiscoverError> {
+    serde_json::from_value(v).map_err(|e| {
+        DiscoverError::Bad(format!(
+            "authorization server metadata at {}: {e}",
+            redact(u)
+        ))
+    })
+}
+
+/// The endpoints a login needs, present and allowed; `legacy`: a 2025-03-26 server that
+/// lists no PKCE methods is taken to support S256 (PKCE is mandatory there).
+fn check_as(m: &AsMeta, issuer: &str, browser: bool, legacy: bool) -> Result<(), DiscoverError> {
+    if browser && m.authorization_endpoint.is_empty() {
+        return Err(DiscoverError::Bad(format!(
+            "the authorization server {issuer} has no authorization_endpoint (a browser \
+             login is impossible; see --oauth-device-code, --oauth-client-credentials)"
+        )));
+    }
+    let s256 = m
+        .code_challenge_methods_supported
+        .iter()
+        .any(|c| c == "S256")
+        || (legacy && m.code_challenge_methods_supported.is_empty());
+    if browser && !s256 {
+        return Err(DiscoverError::Bad(format!(
+            "the authorization server {issuer} does not list PKCE S256 in \
+             code_challenge_methods_supported"
+        )));
+    }
+    for e in [&m.authorization_endpoint, &m.token_endpoint]
+        .into_iter()
+        .filter(|e| !e.is_empty())
+        .chain(m.registration_endpoint.as_ref())
+        .chain(m.device_authorization_endpoint.as_ref())
+    {
+        let eu = Url::parse(e).map_err(|x| DiscoverError::Bad(format!("{e:?}: {x}")))?;
+        check_url(&eu).map_err(DiscoverError::Bad)?;
+    }
+    Ok(())
+}
+
 async fn fetch_prm(
     fetch: &Fetch,
     server: &Url,
@@ -229,12 +369,7 @@ async fn fetch_as(fetch: &Fetch, issuer: &str, browser: bool) -> Result<AsMeta, 
             Ok(None) => continue,
             Err(e) => return Err(DiscoverError::Bad(e.to_string())),
         };
-        let m: AsMeta = serde_json::from_value(v).map_err(|e| {
-            DiscoverError::Bad(format!(
-                "authorization server metadata at {}: {e}",
-                redact(&u)
-            ))
-        })?;
+        let m = parse_as(&u, v)?;
         if m.issuer.trim_end_matches('/') != issuer.trim_end_matches('/') {
             return Err(DiscoverError::Bad(format!(
                 "the metadata at {} names issuer {} instead of {issuer}",
@@ -242,32 +377,7 @@ async fn fetch_as(fetch: &Fetch, issuer: &str, browser: bool) -> Result<AsMeta, 
                 m.issuer
             )));
         }
-        if browser && m.authorization_endpoint.is_empty() {
-            return Err(DiscoverError::Bad(format!(
-                "the authorization server {issuer} has no authorization_endpoint (a browser \
-                 login is impossible; see --oauth-device-code, --oauth-client-credentials)"
-            )));
-        }
-        if browser
-            && !m
-                .code_challenge_methods_supported
-                .iter()
-                .any(|c| c == "S256")
-        {
-            return Err(DiscoverError::Bad(format!(
-                "the authorization server {issuer} does not list PKCE S256 in \
-                 code_challenge_methods_supported"
-            )));
-        }
-        for e in [&m.authorization_endpoint, &m.token_endpoint]
-            .into_iter()
-            .filter(|e| !e.is_empty())
-            .chain(m.registration_endpoint.as_ref())
-            .chain(m.device_authorization_endpoint.as_ref())
-        {
-            let eu = Url::parse(e).map_err(|x| DiscoverError::Bad(format!("{e:?}: {x}")))?;
-            check_url(&eu).map_err(DiscoverError::Bad)?;
-        }
+        check_as(&m, issuer, browser, false)?;
         return Ok(m);
     }
     Err(DiscoverError::Bad(format!(
@@ -324,6 +434,29 @@ mod tests {
                 "https://auth.example/.well-known/openid-configuration"
             ]
         );
+    }
+
+    #[test]
+    fn legacy_defaults_are_at_the_origin_and_the_resource_is_the_server() {
+        let d = legacy_defaults(&u("https://h.example/public/mcp?x=1#f"), &Bearer::default());
+        assert_eq!(d.resource, "https://h.example/public/mcp");
+        assert_eq!(d.server.issuer, "https://h.example");
+        assert_eq!(
+            d.server.authorization_endpoint,
+            "https://h.example/authorize"
+        );
+        assert_eq!(d.server.token_endpoint, "https://h.example/token");
+        assert_eq!(
+            d.server.registration_endpoint.as_deref(),
+            Some("https://h.example/register")
+        );
+        assert!(!d.server.client_id_metadata_document_supported);
+        let m: AsMeta = serde_json::from_value(serde_json::json!({
+            "issuer": "https://a", "token_endpoint": "https://a/t",
+            "client_id_metadata_document_supported": true
+        }))
+        .unwrap();
+        assert!(m.client_id_metadata_document_supported);
     }
 
     #[test]

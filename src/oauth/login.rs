@@ -117,10 +117,25 @@ fn oauth_client(meta: &AsMeta, client: &ClientRecord) -> Result<Oauth, String> {
         .set_redirect_uri(
             RedirectUrl::new(client.redirect_uri.clone()).map_err(|e| e.to_string())?,
         );
-    if let Some(s) = &client.client_secret {
+    let (auth, secret) = client_auth(meta, client);
+    c = c.set_auth_type(auth);
+    if let Some(s) = secret {
         c = c.set_client_secret(ClientSecret::new(s.0.clone()));
     }
     Ok(c)
+}
+
+/// How `client` authenticates at the token endpoint, and with which secret: the method it was
+/// registered with when known (RFC 7591 §3.2.1: `none` sends no secret), else as the
+/// metadata allows ([`secret_auth`]).
+fn client_auth<'a>(meta: &AsMeta, client: &'a ClientRecord) -> (AuthType, Option<&'a Secret>) {
+    let secret = client.client_secret.as_ref();
+    match client.token_endpoint_auth_method.as_deref() {
+        Some("none") => (AuthType::RequestBody, None),
+        Some("client_secret_post") => (AuthType::RequestBody, secret),
+        Some("client_secret_basic") => (AuthType::BasicAuth, secret),
+        _ => (secret_auth(meta), secret),
+    }
 }
 
 /// How a client secret goes to the token endpoint: Basic unless the metadata lists only
@@ -253,9 +268,10 @@ pub async fn device(
             DeviceAuthorizationUrl::new(endpoint.to_owned())
                 .map_err(|e| format!("device authorization endpoint: {e}"))?,
         )
-        .set_token_uri(token_url(meta)?)
-        .set_auth_type(secret_auth(meta));
-    if let Some(s) = &client.client_secret {
+        .set_token_uri(token_url(meta)?);
+    let (auth, secret) = client_auth(meta, client);
+    c = c.set_auth_type(auth);
+    if let Some(s) = secret {
         c = c.set_client_secret(ClientSecret::new(s.0.clone()));
     }
     let http = |req| {

@@ -177,6 +177,9 @@ impl OAuth {
         if settings.login.grant != Grant::Browser {
             client_key = format!("{client_key}|{}", settings.login.grant.name());
         }
+        if let Some(u) = &settings.client.metadata_url {
+            client_key = format!("{client_key}|cimd={u}");
+        }
         let resource_key = if settings.no_resource {
             "no-resource"
         } else {
@@ -470,6 +473,16 @@ impl OAuth {
                     );
                     return Err(Recover::NotOAuth);
                 }
+                // OAuth was asked for: a 2025-03-26 server's default endpoints at its origin.
+                Err(DiscoverError::NoMetadata(tried)) => {
+                    let d = discovery::legacy_defaults(&self.server, &challenge);
+                    info!(
+                        "no OAuth metadata for {} (tried {tried}): using the default endpoints \
+                         at {} (MCP 2025-03-26)",
+                        self.server, d.server.issuer
+                    );
+                    d
+                }
                 Err(e) => return Err(Recover::Failed(e.to_string())),
             },
         };
@@ -524,6 +537,7 @@ impl OAuth {
                         client_secret: None,
                         redirect_uri: String::new(),
                         registered: false,
+                        token_endpoint_auth_method: None,
                     });
                 let mut t = login::client_credentials(
                     &self.fetch,

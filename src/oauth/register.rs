@@ -1,7 +1,11 @@
-//! Who the client is: the static client id (and secret) from flags, else a cached dynamic
-//! registration whose redirect URI still matches the callback, else a new RFC 7591 dynamic
-//! registration (a public client: `token_endpoint_auth_method: none`, the loopback callback as
-//! its only redirect URI; for the device login, no redirect URI and the device grant type).
+//! Who the client is: the static client id (and secret) from flags, else the URL of a Client ID
+//! Metadata Document (`--oauth-client-metadata-url`) when the authorization server advertises
+//! `client_id_metadata_document_supported` (a public client, no registration), else a cached
+//! dynamic registration whose redirect URI still matches the callback, else a new RFC 7591
+//! dynamic registration (asked for as a public client: `token_endpoint_auth_method: none`, the
+//! loopback callback as its only redirect URI; for the device login, no redirect URI and the
+//! device grant type). The server may answer with a secret and another method (RFC 7591
+//! §3.2.1): that method is kept and used.
 //! Hand-written: one JSON POST, which the `oauth2` crate does not do.
 
 use serde_json::{json, Value};
@@ -20,6 +24,8 @@ pub struct StaticClient {
     pub client_secret: Option<Secret>,
     /// The key of `private_key_jwt` (client credentials only).
     pub private_key: Option<ClientKey>,
+    /// The URL of a Client ID Metadata Document: the client id where the server takes one.
+    pub metadata_url: Option<String>,
 }
 
 /// The device grant's type URI (RFC 8628 §3.4).
@@ -40,7 +46,27 @@ pub async fn client_for(
             client_secret: flags.client_secret.clone(),
             redirect_uri: redirect_uri.to_owned(),
             registered: false,
+            token_endpoint_auth_method: None,
         });
+    }
+    if let Some(url) = &flags.metadata_url {
+        if server.client_id_metadata_document_supported {
+            info!(
+                "{} takes Client ID Metadata Documents: the client id is {url}",
+                server.issuer
+            );
+            return Ok(ClientRecord {
+                client_id: url.clone(),
+                client_secret: None,
+                redirect_uri: redirect_uri.to_owned(),
+                registered: false,
+                token_endpoint_auth_method: Some("none".into()),
+            });
+        }
+        info!(
+            "{} does not advertise client_id_metadata_document_supported: not using {url}",
+            server.issuer
+        );
     }
     if let Some(c) = cached.filter(|c| c.registered) {
         if c.redirect_uri == redirect_uri {
@@ -105,14 +131,30 @@ async fn register(
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty())
         .ok_or_else(|| format!("the registration answer from {endpoint} has no client_id"))?;
-    info!("registered with {endpoint} as a public client");
+    let secret = v
+        .get("client_secret")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(|s| Secret(s.to_owned()));
+    // RFC 7591 §3.2.1: the server may have chosen another method than the one asked for.
+    let method = v
+        .get("token_endpoint_auth_method")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    match (&secret, method.as_deref()) {
+        (None, _) | (_, Some("none")) => {
+            info!("registered with {endpoint} as a public client")
+        }
+        (Some(_), m) => info!(
+            "registered with {endpoint} as a confidential client ({})",
+            m.unwrap_or("client_secret_basic")
+        ),
+    }
     Ok(ClientRecord {
         client_id: id.to_owned(),
-        client_secret: v
-            .get("client_secret")
-            .and_then(Value::as_str)
-            .map(|s| Secret(s.to_owned())),
+        client_secret: secret,
         redirect_uri: redirect_uri.to_owned(),
         registered: true,
+        token_endpoint_auth_method: method,
     })
 }

@@ -43,6 +43,10 @@ pub struct ClientRecord {
     /// Came from dynamic registration (so it may be replaced).
     #[serde(default)]
     pub registered: bool,
+    /// How it authenticates at the token endpoint, as registered (RFC 7591 §3.2.1); None:
+    /// as the server's metadata allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_endpoint_auth_method: Option<String>,
 }
 
 /// A token set.
