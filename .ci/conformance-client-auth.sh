@@ -53,11 +53,7 @@ AUTH_SCENARIOS=(
 # Scenarios expected to fail for now, `scenario reason` (the reason is printed with them).
 # Remove an entry when the summary says `now passing`. Missing features first, then bugs.
 EXPECTED_FAIL_DEFAULT='
-auth/basic-cimd                            no Client ID Metadata Documents yet: connect registers by DCR (client_id test-client-id, not the metadata URL)
-auth/2025-03-26-oauth-metadata-backcompat  no 2025-03-26 discovery yet: without PRM connect gives up instead of reading /.well-known/oauth-authorization-server at the server origin
-auth/2025-03-26-oauth-endpoint-fallback    no 2025-03-26 fallback yet: without any metadata connect gives up instead of using /register, /authorize, /token at the origin
-auth/cross-app-access-complete-flow        no SEP-990 enterprise flow (token exchange at the IdP + JWT bearer grant) yet
-auth/token-endpoint-auth-post              BUG: connect sends the secret with HTTP Basic although registration and AS metadata say client_secret_post
+auth/cross-app-access-complete-flow        no SEP-990 enterprise flow (token exchange at the IdP + JWT bearer grant): not asked of connect by its issue
 '
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

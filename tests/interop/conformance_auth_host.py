@@ -20,9 +20,9 @@ The scenario context is mapped onto connect's flags: `client_id` -> `--oauth-cli
 `--oauth-client-credentials` (a machine: no browser). Context keys with no connect flag
 (identity-provider tokens, ...) are reported on stdout and stderr and otherwise ignored, so
 those scenarios fail visibly until connect learns them.
-(auth/basic-cimd gives no context: it expects the client id to be the suite's constant URL
-https://conformance-test.local/client-metadata.json, to be passed here once connect has a flag
-for a Client ID Metadata Document.)
+auth/basic-cimd gives no context: it expects the client id to be the suite's constant URL
+https://conformance-test.local/client-metadata.json, passed as --oauth-client-metadata-url;
+auth/2025-03-26-oauth-endpoint-fallback gets --oauth (see below).
 
 Output (stdout, kept by the suite as stdout.txt): `PASS|FAIL <step>: detail` lines and a closing
 `N passed, M failed`; exit 0 only if every step passed. The bridge's stderr and the browser
@@ -48,6 +48,7 @@ import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+CIMD_URL = "https://conformance-test.local/client-metadata.json"
 BROWSER_SCRIPT = os.path.join(HERE, "oauth_browser.py")
 PROTOCOL = "2025-11-25"
 
@@ -207,6 +208,13 @@ def main() -> int:
         if scenario.startswith("auth/client-credentials"):
             # A machine: the client credentials grant, no browser.
             argv += ["--oauth-client-credentials"]
+        elif scenario == "auth/basic-cimd":
+            # The suite's client: its Client ID Metadata Document (used where advertised).
+            argv += ["--oauth-client-metadata-url", CIMD_URL]
+        elif scenario == "auth/2025-03-26-oauth-endpoint-fallback":
+            # No metadata anywhere: connect guesses the default endpoints only when told the
+            # server uses OAuth (else a bare 401 keeps its advice about tokens).
+            argv += ["--oauth"]
         argv += (os.environ.get("CONFORMANCE_AUTH_CONNECT_ARGS") or "").split()
 
         env = dict(os.environ, BROWSER=browser, OAUTH_BROWSER_LOG=browser_log)
