@@ -155,6 +155,7 @@ mod tests {
                 access_token: Secret("access-token-abc".into()),
                 refresh_token: Some(Secret("refresh-token-def".into())),
                 expires_at,
+                lifetime: None,
                 scope: Some("mcp:read".into()),
             }),
         }

@@ -111,12 +111,21 @@ pub fn redirect_uri(l: &TcpListener) -> String {
 }
 
 fn oauth_client(meta: &AsMeta, client: &ClientRecord) -> Result<Oauth, String> {
+    // A device or machine login's server may have no authorization endpoint and its client
+    // no redirect URI; the refresh grant needs neither (the token endpoint stands in for the
+    // unused authorization URL, which the crate's client type wants set).
+    let auth_url = match meta.authorization_endpoint.as_str() {
+        "" => &meta.token_endpoint,
+        a => a,
+    };
     let mut c = BasicClient::new(ClientId::new(client.client_id.clone()))
-        .set_auth_uri(AuthUrl::new(meta.authorization_endpoint.clone()).map_err(|e| e.to_string())?)
-        .set_token_uri(TokenUrl::new(meta.token_endpoint.clone()).map_err(|e| e.to_string())?)
-        .set_redirect_uri(
+        .set_auth_uri(AuthUrl::new(auth_url.to_owned()).map_err(|e| e.to_string())?)
+        .set_token_uri(TokenUrl::new(meta.token_endpoint.clone()).map_err(|e| e.to_string())?);
+    if !client.redirect_uri.is_empty() {
+        c = c.set_redirect_uri(
             RedirectUrl::new(client.redirect_uri.clone()).map_err(|e| e.to_string())?,
         );
+    }
     let (auth, secret) = client_auth(meta, client);
     c = c.set_auth_type(auth);
     if let Some(s) = secret {
@@ -179,6 +188,7 @@ fn token_record(
         expires_at: t
             .expires_in()
             .map(|d| now_secs().saturating_add(d.as_secs())),
+        lifetime: t.expires_in().map(|d| d.as_secs()),
         scope: t
             .scopes()
             .map(|s| s.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(" ")),

@@ -238,13 +238,12 @@ impl OAuth {
     }
 
     /// The `Authorization` value to send now, refreshed first when it expires within
-    /// [`REFRESH_AHEAD`] seconds (a failed refresh leaves it to the 401 path); a client
-    /// credentials token is asked for again instead.
+    /// [`REFRESH_AHEAD`] seconds, or a quarter of its lifetime when that is shorter (a failed
+    /// refresh leaves it to the 401 path); a client credentials token is asked for again
+    /// instead.
     pub async fn header(&self) -> Option<HeaderValue> {
         let t = self.token()?;
-        let due = t
-            .expires_at
-            .is_some_and(|e| e <= now_secs().saturating_add(REFRESH_AHEAD));
+        let due = t.due(now_secs());
         let machine = self.settings.login.grant == Grant::ClientCredentials;
         if due && (t.refresh_token.is_some() || machine) {
             let _g = self.busy.lock().await;
@@ -511,7 +510,7 @@ impl OAuth {
             Grant::Browser => self.browser(&found, &mut rec, scope.as_deref()).await?,
             Grant::DeviceCode => {
                 login::device_endpoint(&found.server).map_err(Recover::Failed)?;
-                let client = self.client(&found, "", scope.as_deref()).await?;
+                let client = self.client(&found, "").await?;
                 rec.client = Some(client.clone());
                 self.keep(rec.clone());
                 login::device(
@@ -570,7 +569,6 @@ impl OAuth {
         &self,
         found: &Discovered,
         redirect: &str,
-        scope: Option<&str>,
     ) -> Result<store::ClientRecord, Recover> {
         let cached = self
             .record
@@ -585,7 +583,6 @@ impl OAuth {
             &self.settings.client,
             cached.as_ref(),
             redirect,
-            scope,
         )
         .await
         .map_err(Recover::Failed)
@@ -603,7 +600,7 @@ impl OAuth {
                 .await
                 .map_err(Recover::Failed)?;
         let redirect = login::redirect_uri(&listener);
-        let client = self.client(found, &redirect, scope).await?;
+        let client = self.client(found, &redirect).await?;
         rec.client = Some(client.clone());
         // Keep the registration even if the login below fails: it is reused next time.
         self.keep(rec.clone());

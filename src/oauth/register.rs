@@ -38,7 +38,6 @@ pub async fn client_for(
     flags: &StaticClient,
     cached: Option<&ClientRecord>,
     redirect_uri: &str,
-    scope: Option<&str>,
 ) -> Result<ClientRecord, String> {
     if let Some(id) = &flags.client_id {
         return Ok(ClientRecord {
@@ -84,18 +83,20 @@ pub async fn client_for(
             server.issuer
         ));
     };
-    register(fetch, endpoint, redirect_uri, scope).await
+    register(fetch, endpoint, redirect_uri).await
 }
 
 async fn register(
     fetch: &Fetch,
     endpoint: &str,
     redirect_uri: &str,
-    scope: Option<&str>,
 ) -> Result<ClientRecord, String> {
     let u = Url::parse(endpoint).map_err(|e| format!("registration endpoint: {e}"))?;
     check_url(&u)?;
-    let mut doc = if redirect_uri.is_empty() {
+    // No `scope` (RFC 7591 §2: optional): servers that honour it restrict the client to it
+    // for good, and the registration is cached, so a later step-up to a wider scope would be
+    // refused (`invalid_scope`). The scope is asked for in each authorization request.
+    let doc = if redirect_uri.is_empty() {
         json!({
             "client_name": "mcp-bridge",
             "grant_types": [DEVICE_GRANT, "refresh_token"],
@@ -111,9 +112,6 @@ async fn register(
             "token_endpoint_auth_method": "none",
         })
     };
-    if let Some(s) = scope {
-        doc["scope"] = json!(s);
-    }
     let (status, v) = fetch.post_json(&u, &doc).await.map_err(|e| e.to_string())?;
     if !status.is_success() {
         let why = v

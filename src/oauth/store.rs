@@ -58,8 +58,24 @@ pub struct TokenRecord {
     /// Seconds since the epoch; None = the server gave no lifetime.
     #[serde(default)]
     pub expires_at: Option<u64>,
+    /// The lifetime the server gave (`expires_in`, seconds), so that a short-lived token is
+    /// refreshed ahead by a share of its life rather than the fixed margin.
+    #[serde(default)]
+    pub lifetime: Option<u64>,
     #[serde(default)]
     pub scope: Option<String>,
+}
+
+impl TokenRecord {
+    /// Is it time to replace it: within [`super::REFRESH_AHEAD`] seconds of its expiry, or
+    /// within a quarter of its lifetime when that is shorter?
+    pub fn due(&self, now: u64) -> bool {
+        let ahead = self
+            .lifetime
+            .map_or(super::REFRESH_AHEAD, |l| super::REFRESH_AHEAD.min(l / 4));
+        self.expires_at
+            .is_some_and(|e| e <= now.saturating_add(ahead))
+    }
 }
 
 /// One server's login.
@@ -229,9 +245,28 @@ mod tests {
                 access_token: Secret("at-secret".into()),
                 refresh_token: Some(Secret("rt-secret".into())),
                 expires_at: Some(123),
+                lifetime: None,
                 scope: None,
             }),
         }
+    }
+
+    #[test]
+    fn a_short_lived_token_is_due_a_quarter_of_its_life_ahead() {
+        let t = |expires_at, lifetime| TokenRecord {
+            access_token: Secret("a".into()),
+            refresh_token: None,
+            expires_at: Some(expires_at),
+            lifetime,
+            scope: None,
+        };
+        // 20 s tokens: due 5 s ahead, not 60 (which would refresh before every request).
+        assert!(!t(1020, Some(20)).due(1000));
+        assert!(t(1005, Some(20)).due(1000));
+        // Long-lived, or of unknown lifetime: the fixed minute.
+        assert!(!t(1061, Some(3600)).due(1000));
+        assert!(t(1060, Some(3600)).due(1000));
+        assert!(t(1060, None).due(1000));
     }
 
     #[test]
