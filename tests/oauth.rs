@@ -638,6 +638,15 @@ impl World {
         p.to_str().unwrap().to_owned()
     }
 
+    /// The confidential client's `secret`, known to the authorization server (and checked
+    /// for in every output): the path of a file holding it.
+    fn client_secret(&self, secret: &str) -> String {
+        let st = &self.auth.state;
+        *st.client_secret.lock().unwrap() = secret.into();
+        st.secrets.lock().unwrap().push(secret.into());
+        self.file("secret", &format!("{secret}\n"))
+    }
+
     /// The one login file (beside it: its lock file).
     fn login_file(&self) -> PathBuf {
         let files: Vec<_> = std::fs::read_dir(self.oauth_dir())
@@ -1091,9 +1100,7 @@ async fn client_credentials_with_a_secret_and_again_when_the_token_ends() {
     let w = World::start().await;
     let st = &w.auth.state;
     let secret = "m2m-s3cret-value";
-    *st.client_secret.lock().unwrap() = secret.into();
-    st.secrets.lock().unwrap().push(secret.into());
-    let sf = w.file("secret", &format!("{secret}\n"));
+    let sf = w.client_secret(secret);
     let args = [
         "--oauth-client-credentials",
         "--oauth-client-id",
@@ -1145,9 +1152,7 @@ async fn serve_upstream_logs_a_machine_in_with_client_credentials() {
     let w = World::start().await;
     let st = &w.auth.state;
     let secret = "daemon-s3cret-value";
-    *st.client_secret.lock().unwrap() = secret.into();
-    st.secrets.lock().unwrap().push(secret.into());
-    let sf = w.file("secret", &format!("{secret}\n"));
+    let sf = w.client_secret(secret);
     let conf = write(
         w.dir.path(),
         "front.toml",
@@ -1258,9 +1263,7 @@ async fn insufficient_scope_steps_up_once() {
 
     // The same with the grant of a machine: the step-up runs the client credentials grant.
     let secret = "m2m-s3cret-value";
-    *st.client_secret.lock().unwrap() = secret.into();
-    st.secrets.lock().unwrap().push(secret.into());
-    let sf = w.file("secret", secret);
+    let sf = w.client_secret(secret);
     let mut h = w.host_with(&[
         "--oauth-scope",
         "mcp:tools",
