@@ -202,6 +202,19 @@ pub enum GrantError {
     Other(String),
 }
 
+impl GrantError {
+    /// The message for a grant whose `invalid_grant` means `what` was refused (the refresh
+    /// grant tells it apart instead: there it drops the token).
+    fn message(self, what: &str) -> String {
+        match self {
+            GrantError::InvalidGrant => {
+                format!("the token endpoint refused the {what} (invalid_grant)")
+            }
+            GrantError::Other(s) => s,
+        }
+    }
+}
+
 fn grant_error<E: std::error::Error>(
     e: RequestTokenError<E, oauth2::basic::BasicErrorResponse>,
 ) -> GrantError {
@@ -434,12 +447,7 @@ pub async fn client_credentials(
     let t = req
         .request_async(&http)
         .await
-        .map_err(|e| match grant_error(e) {
-            GrantError::InvalidGrant => {
-                "the token endpoint refused the client (invalid_grant)".into()
-            }
-            GrantError::Other(s) => s,
-        })?;
+        .map_err(|e| grant_error(e).message("client"))?;
     info!("got a token from {} (client credentials)", meta.issuer);
     Ok(token_record(&t, None))
 }
@@ -505,12 +513,7 @@ pub async fn authorize(
     let t = req
         .request_async(&http)
         .await
-        .map_err(|e| match grant_error(e) {
-            GrantError::InvalidGrant => {
-                "the token endpoint refused the authorization code (invalid_grant)".to_owned()
-            }
-            GrantError::Other(s) => s,
-        })?;
+        .map_err(|e| grant_error(e).message("authorization code"))?;
     info!("logged in to {}", meta.issuer);
     Ok(token_record(&t, None))
 }
