@@ -1,0 +1,195 @@
+//! The `serve` flags over a configuration file: which flags a file excludes (`check_overrides`),
+//! which need `--upstream` or a child (`check_solo`), and each explicit flag applied over the
+//! plan the file gave (`apply_overrides`). Kept apart from reading the file (`config`), which
+//! never looks at flags.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::{pool, Plan, Target};
+use crate::cli::remote;
+use crate::cli::{Isolation, ServeArgs};
+
+/// `serve` flags given explicitly on the command line (or by environment), by clap argument id.
+pub type Given = std::collections::HashSet<String>;
+
+/// Flags that have no meaning next to a configuration file (besides the remote ones).
+const NOT_WITH_CONFIG: &[&str] = &["path", "demo", "demo_era", "name", "command", "upstream"];
+
+/// Flags for a stdio child, which `--upstream URL` does not have.
+const CHILD_ONLY: &[&str] = &[
+    "env",
+    "pass_environment",
+    "cwd",
+    "demo_era",
+    "max_line",
+    "attribution_wait",
+    "stdin_grace",
+    "term_grace",
+    "pool_min",
+    "pool_max",
+    "pool_idle",
+];
+
+/// How a `serve` flag is written, from its clap id.
+fn flag_name(id: &str) -> String {
+    match id {
+        "command" => "a command after --".into(),
+        "header" => "-H/--header".into(),
+        "env" => "-e/--env".into(),
+        _ => format!("--{}", id.replace('_', "-")),
+    }
+}
+
+/// Check that the explicit flags make sense with a configuration file. The remote flags are
+/// refused too: a url server's headers and token belong to it, not to every server.
+pub fn check_overrides(given: &Given) -> Result<(), String> {
+    let remote = remote::ids()
+        .into_iter()
+        .chain(crate::cli::connect::oauth_ids());
+    let not = NOT_WITH_CONFIG.iter().map(|s| s.to_string()).chain(remote);
+    for f in not {
+        if given.contains(&f) {
+            return Err(format!(
+                "{} cannot be combined with --config/--servers-json: define servers in the file",
+                flag_name(&f)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check that the explicit flags make sense for plain `serve`: the remote flags need
+/// `--upstream`, which in turn has no child for the child flags.
+pub fn check_solo(args: &ServeArgs, given: &Given) -> Result<(), String> {
+    if args.upstream.is_none() {
+        let mut remote = remote::ids()
+            .into_iter()
+            .chain(crate::cli::connect::oauth_ids());
+        if let Some(f) = remote.find(|f| given.contains(f)) {
+            return Err(format!(
+                "{} belongs to --upstream URL (a remote server)",
+                flag_name(&f)
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(f) = CHILD_ONLY.iter().find(|f| given.contains(**f)) {
+        return Err(format!(
+            "{} is for a stdio child; --upstream URL has none",
+            flag_name(f)
+        ));
+    }
+    if args.isolation == Isolation::Session {
+        return Err(
+            "--isolation session starts a child per session; a remote upstream is shared".into(),
+        );
+    }
+    Ok(())
+}
+
+/// Apply the explicit flags of `args` over `plan`: listeners, origins, auth and TLS replace the
+/// file's; limits and isolation apply to every server, the child environment settings to every
+/// command server. `--isolation session` over a url server is an error.
+pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Result<(), String> {
+    let g = |id: &str| given.contains(id);
+    match (g("host"), g("port")) {
+        (true, _) => plan.listen = vec![SocketAddr::new(args.host, args.port)],
+        (false, true) => plan.listen.iter_mut().for_each(|a| a.set_port(args.port)),
+        _ => {}
+    }
+    if g("allow_origin") {
+        plan.allow_origins = args.allow_origin.clone();
+    }
+    let a = &args.auth;
+    let p = &mut plan.auth;
+    // Each flag given on the command line replaces the field of the same name.
+    macro_rules! given {
+        ($to:ident <- $from:ident: $($f:ident),+) => {
+            $(if g(stringify!($f)) {
+                $to.$f = $from.$f.clone();
+            })+
+        };
+    }
+    given!(p <- a: auth, token_file, token_env, jwks_url, jwks_file, issuer, audience,
+        required_scope, authorization_server, allow_unauthenticated);
+    if g("tls_cert") || g("tls_key") {
+        p.tls_cert = a.tls_cert.clone();
+        p.tls_key = a.tls_key.clone();
+    }
+    if g("resource_url") {
+        // With named servers the flag gives the base every server's path is appended to.
+        plan.public_url = a.resource_url.clone();
+    }
+    given!(plan <- args: shutdown_grace, metrics_listen, metrics_on_main);
+    if g("cluster_key_file") {
+        plan.cluster_key_file = args.cluster_key_file.clone();
+    }
+    if g("advertise_url") {
+        plan.advertise_url = args.advertise_url.clone();
+    }
+    if g("cluster_ca_file") {
+        plan.cluster_ca_file = args.cluster_ca_file.clone();
+    }
+    let c = &mut plan.conn;
+    let flags = args.conn_limits();
+    if g("header_timeout") {
+        c.header_timeout = flags.header_timeout;
+    }
+    if g("body_timeout") {
+        c.body_timeout = flags.body_timeout;
+    }
+    if g("http_idle_timeout") {
+        c.idle_timeout = flags.idle_timeout;
+    }
+    if g("max_connections") {
+        c.max_connections = flags.max_connections;
+    }
+    if g("max_streams") {
+        c.max_streams = flags.max_streams;
+    }
+    if g("h2_max_concurrent_streams") {
+        c.h2.max_concurrent_streams = flags.h2.max_concurrent_streams;
+    }
+    if g("h2_max_header_list_size") {
+        c.h2.max_header_list = flags.h2.max_header_list;
+    }
+    if g("h2_max_pending_resets") {
+        c.h2.max_pending_resets = flags.h2.max_pending_resets;
+    }
+    for s in &mut plan.servers {
+        let l = &mut s.limits;
+        given!(l <- args: call_timeout, start_wait, probe_timeout, session_timeout);
+        given!(l <- args: park_timeout, attribution_wait);
+        if g("max_sessions") {
+            l.max_sessions = args.max_sessions.max(1);
+        }
+        given!(l <- args: max_body, max_line, stdin_grace, term_grace);
+        if g("keepalive") {
+            l.keepalive = args.keepalive.max(Duration::from_millis(100));
+        }
+        if g("isolation") {
+            if args.isolation == Isolation::Session && matches!(s.target, Target::Url(_)) {
+                return Err(format!(
+                    "--isolation session cannot apply to url server {:?}: a remote server is \
+                     shared by every session",
+                    s.name
+                ));
+            }
+            s.isolation = args.isolation;
+        }
+        if let Target::Command(c) = &mut s.target {
+            given!(c <- args: pass_environment, cwd);
+            pool::override_with(&mut c.pool, args, &g)
+                .map_err(|e| format!("server {:?}: {e}", s.name))?;
+            pool::fits(c.pool, s.isolation).map_err(|e| format!("server {:?}: {e}", s.name))?;
+            if g("env") {
+                for (k, v) in &args.env {
+                    c.env.retain(|(k2, _)| k2 != k);
+                    c.env.push((k.clone(), v.clone()));
+                }
+            }
+        }
+    }
+    Ok(())
+}
