@@ -495,3 +495,62 @@ async fn held_listen_asks_only_for_offered_list_changes_on_both_faces() {
     assert_eq!(get.status(), 200);
     assert_eq!(first_filter(before), want);
 }
+
+/// A 2026 remote that ends every `subscriptions/listen` at once (as the conformance suite's
+/// 2026 test servers do): with `sse`, a stream that closes with no answer in it; else an
+/// immediate final result. Everything else: `server/discover` and an empty tool list.
+async fn listen_ending_remote(sse: bool) -> String {
+    let remote = tiny_server(move |_, body| {
+        let v: Value = serde_json::from_slice(body).unwrap_or_default();
+        let answer = match v["method"].as_str() {
+            Some("server/discover") => json!({"result": {"resultType": "complete", "ttlMs": 0,
+                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}}}}),
+            Some("subscriptions/listen") if sse => {
+                return (200, "text/event-stream", String::new());
+            }
+            Some("subscriptions/listen") => json!({"result": {"resultType": "complete"}}),
+            _ => json!({"result": {"resultType": "complete", "tools": []}}),
+        };
+        let mut r = json!({"jsonrpc": "2.0", "id": v["id"]});
+        if let (Some(r), Some(a)) = (r.as_object_mut(), answer.as_object()) {
+            r.extend(a.clone());
+        }
+        (200, "application/json", r.to_string())
+    })
+    .await;
+    format!("http://{remote}/mcp")
+}
+
+/// A 2025 host's first answers do not wait for a held listen the 2026 remote ended at once
+/// (it never gets acknowledged; it is re-opened with backoff in the background). The bound
+/// is a correctness bound: a wait for the acknowledgement takes 10 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn legacy_hosts_first_answer_does_not_wait_for_a_listen_that_ended() {
+    const BOUND: Duration = Duration::from_secs(5);
+    for sse in [false, true] {
+        let url = listen_ending_remote(sse).await;
+        for protocol in ["2026-07-28", "auto"] {
+            let mut h = Host::start(&url, &["--protocol", protocol]);
+            h.request(
+                json!(0),
+                "initialize",
+                json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "connect-tests", "version": "0"}}),
+            );
+            let r = h.response(&json!(0), BOUND);
+            assert_eq!(r["result"]["protocolVersion"], "2025-11-25", "{r}");
+            h.notify("notifications/initialized", json!({}));
+            h.request(json!(1), "tools/list", json!({}));
+            let r = h.response(&json!(1), BOUND);
+            assert_eq!(r["result"]["tools"], json!([]), "{r}");
+            wait_log(
+                &h,
+                "the listen held for a 2025 caller ended or could not open",
+            );
+            h.close_stdin();
+            assert!(h.wait_exit(Duration::from_secs(10)).is_some());
+            h.assert_clean_stdout();
+        }
+    }
+}

@@ -53,8 +53,10 @@ pub struct Subscriptions {
     uris: Mutex<BTreeSet<String>>,
     /// Bumped on every change of `uris`: a held listen re-opens with the new set.
     generation: watch::Sender<u64>,
-    /// 1 + the newest generation a held listen was acknowledged with (0: none yet;
-    /// `u64::MAX`: none will come, the upstream does not know `subscriptions/listen`).
+    /// 1 + the newest generation a held listen settled with: acknowledged, or ended or
+    /// failed before that (0: none yet; `u64::MAX`: none will come, the upstream does not
+    /// know `subscriptions/listen` or is not 2026-era). Nobody waits on a listen that ended:
+    /// its re-opening (with backoff) goes on in the background.
     acked: watch::Sender<u64>,
     /// Listens held with this set right now.
     holders: AtomicUsize,
@@ -114,8 +116,9 @@ impl Subscriptions {
         Ok(())
     }
 
-    /// Wait (at most `limit`) until a listen held with this set is acknowledged at all (a
-    /// 2025 host's `initialize` is answered once notifications can flow).
+    /// Wait (at most `limit`) until a listen held with this set is settled at all (a 2025
+    /// host's `initialize` is answered once notifications can flow, or once the listen
+    /// ended or failed: waiting longer would not make them flow sooner).
     pub async fn first_acknowledged(&self, limit: Duration) {
         self.settled(1, limit).await;
     }
@@ -128,7 +131,8 @@ impl Subscriptions {
         let _ = tokio::time::timeout(limit, rx.wait_for(|n| *n >= at_least)).await;
     }
 
-    fn acknowledged(&self, generation: u64) {
+    /// The listen opened with `generation` was acknowledged, or ended or failed first.
+    fn settle(&self, generation: u64) {
         self.acked
             .send_modify(|n| *n = (*n).max(generation.saturating_add(1)));
     }
@@ -153,7 +157,8 @@ enum Opened {
     /// The listen call, opened with this generation of the subscriptions.
     Call(CallHandle, u64),
     NotModern,
-    Failed(String),
+    /// It could not open, with this generation of the subscriptions.
+    Failed(String, u64),
 }
 
 /// The listen held for one 2025 caller. Dropping it releases the listen at the upstream.
@@ -235,6 +240,8 @@ impl HeldListen {
                         match call.events.try_recv() {
                             Ok(ev) => Some(ev),
                             Err(_) => {
+                                // Drained (an acknowledgement in it came first): settled.
+                                self.subs.settle(self.opened_with);
                                 self.state = State::Dormant;
                                 self.retry("it ended");
                                 continue;
@@ -277,7 +284,7 @@ impl HeldListen {
             let caps = match up.info(SETUP).await {
                 Ok(i) if i.era != Era::Modern => return Opened::NotModern,
                 Ok(i) => i.capabilities(),
-                Err(e) => return Opened::Failed(e.to_string()),
+                Err(e) => return Opened::Failed(e.to_string(), generation),
             };
             let params = serde_json::json!({ "notifications": legacy_filter(&caps, &uris) });
             let call = Call {
@@ -294,7 +301,7 @@ impl HeldListen {
                     h.set_cancel_reason(RELEASED_BY_BRIDGE);
                     Opened::Call(h, generation)
                 }
-                Err(e) => Opened::Failed(e.to_string()),
+                Err(e) => Opened::Failed(e.to_string(), generation),
             }
         })
     }
@@ -311,7 +318,10 @@ impl HeldListen {
                 // Its notifications reach the face on the upstream's own stream.
                 self.state = State::Dormant;
             }
-            Opened::Failed(why) => self.retry(&why),
+            Opened::Failed(why, generation) => {
+                self.subs.settle(generation);
+                self.retry(&why);
+            }
         }
     }
 
@@ -355,7 +365,7 @@ impl HeldListen {
             {
                 self.acked = true;
                 info!("the listen held for a 2025 caller is acknowledged");
-                self.subs.acknowledged(self.opened_with);
+                self.subs.settle(self.opened_with);
                 None
             }
             CallEvent::Notification { method, params } => {
@@ -644,6 +654,45 @@ mod tests {
             lock(&legacy.taken).is_empty(),
             "a 2025 upstream was sent a listen"
         );
+    }
+
+    #[tokio::test]
+    async fn a_listen_that_ends_before_its_acknowledgement_keeps_nobody_waiting() {
+        let up = fake(Era::Modern);
+        let subs = Subscriptions::new();
+        let _out = drive(HeldListen::new(up.clone(), subs.clone(), ctx()));
+        nth_open(&up, 1).await;
+        let waiting = {
+            let subs = subs.clone();
+            tokio::spawn(async move { subs.first_acknowledged(Duration::from_secs(3600)).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(!waiting.is_finished(), "settled before the listen ended");
+        let first = lock(&up.taken).remove(0);
+        let _ = first
+            .sinks
+            .outcome
+            .send(Outcome::Result(jsonrpc::raw("{}")));
+        assert!(
+            tokio::time::timeout(BOUND, waiting).await.is_ok(),
+            "waited for an acknowledgement of a listen that ended"
+        );
+        // A subscription made while it re-opens, ended again at once: answered too.
+        let set = {
+            let subs = subs.clone();
+            tokio::spawn(async move { subs.set("x:y", true, Duration::from_secs(3600)).await })
+        };
+        nth_open(&up, 1).await; // after the backoff, or at once for the new set
+        let again = lock(&up.taken).remove(0);
+        let _ = again
+            .sinks
+            .outcome
+            .send(Outcome::Result(jsonrpc::raw("{}")));
+        assert!(tokio::time::timeout(BOUND, set)
+            .await
+            .is_ok_and(|r| r.is_ok_and(|r| r.is_ok())));
+        // And it is re-opened in the background.
+        nth_open(&up, 1).await;
     }
 
     #[tokio::test]
