@@ -310,7 +310,7 @@ impl Metrics {
             cluster_forwards: counter(
                 &r,
                 "cluster_forwards_total",
-                "Requests handed to the replica that owns their session or parked call, by outcome",
+                "Requests handed to the replica that owns their session or parked call, by outcome (ok, unreachable; owner_lost_midway besides ok)",
                 &["server", "outcome"],
             ),
             latency,
@@ -438,8 +438,9 @@ impl Metrics {
     pub fn calls_queued(&self, server: &str) -> IntGauge {
         self.calls_queued.with_label_values(&[server])
     }
-    /// A request forwarded to its owning replica (`cluster`): `ok` (the owner answered) or
-    /// `unreachable`.
+    /// A request forwarded to its owning replica (`cluster`): `ok` (the owner's answer
+    /// began) or `unreachable`; and `owner_lost_midway` besides `ok` when the owner was lost
+    /// before the request's final answer went through (the hop answered with an error).
     pub fn cluster_forward(&self, server: &str, outcome: &'static str) {
         self.cluster_forwards
             .with_label_values(&[server, outcome])

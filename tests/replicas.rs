@@ -9,6 +9,8 @@
 //! - a 2026 client's `input_required` retry reaches the call parked on another replica;
 //! - a killed replica: its sessions are 404 elsewhere, its parked calls a clear error, the
 //!   others' sessions untouched; forwards are counted by outcome;
+//! - a forwarded call whose owner is killed while it runs: one JSON-RPC error naming the
+//!   lost replica, never a stream that ends with nothing in it;
 //! - a replica needs both flags, and a usable key file (64 for flags, 78 for a file).
 
 // Test code: panicking on a broken expectation is the point.
@@ -197,10 +199,12 @@ async fn a_killed_replica_takes_only_its_own_state() {
         .call(json!(1), "echo", json!({"text": "x"}))
         .await;
     assert_eq!(gone.status, 404, "{gone:?}");
-    assert!(gone.error()["message"]
-        .as_str()
-        .unwrap()
-        .contains("initialize again"));
+    let msg = gone.error()["message"].as_str().unwrap();
+    assert!(msg.contains("initialize again"), "{msg}");
+    // It names the lost replica and answers the request by its id.
+    let lost_url = format!("http://127.0.0.1:{}", r.all[0].addr.port());
+    assert!(msg.contains(&lost_url), "{msg}");
+    assert_eq!(gone.last()["id"], 1, "{gone:?}");
     let retry = modern_request(
         json!(1),
         "tools/call",
@@ -237,6 +241,60 @@ async fn a_killed_replica_takes_only_its_own_state() {
     }
     assert!(r.forwards(1, "unreachable").await >= 1.0);
     assert!(r.forwards(2, "unreachable").await >= 1.0);
+}
+
+/// The sample of `mcp_bridge_cluster_forwards_total` with `outcome` on replica `i`; None
+/// when the series is not exported at all.
+async fn forward_series(r: &Replicas, i: usize, outcome: &str) -> Option<f64> {
+    let m = Scraper::of(&r.all[i]).await.scrape().await;
+    let want = format!("outcome=\"{outcome}\"");
+    m.lines()
+        .filter(|l| l.starts_with("mcp_bridge_cluster_forwards_total{") && l.contains(&want))
+        .map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<f64>().ok()))
+        .next()
+        .flatten()
+}
+
+/// A call forwarded to the replica that owns its session, that replica SIGKILLed while the
+/// call runs: the client (through the surviving replica) gets exactly one final answer, a
+/// JSON-RPC error naming the lost replica, never a stream that just ends; counted once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_call_whose_owner_dies_gets_an_error_naming_it() {
+    let mut r = Replicas::start(3, "legacy").await;
+    let owner = r.all[0].addr.port();
+    let owner = format!("http://127.0.0.1:{owner}");
+    let c = client();
+    let s = Session::open(&c, r.url(0)).await;
+    let before = forward_series(&r, 1, "owner_lost_midway").await;
+    assert!(before.is_none_or(|v| v == 0.0), "{before:?}");
+    let body = json!({"jsonrpc": "2.0", "id": "long", "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 30, "steps": 0}}});
+    // The head comes once the call has been silent for a while: the answer is a stream.
+    let mut stream = via(&s, r.url(1)).stream(&body).await;
+    r.all[0].log.expect("demo: slow started id=", T).await;
+    r.all[0].signal(nix::sys::signal::Signal::SIGKILL);
+    assert!(r.all[0].wait_exit(T).await.is_some());
+
+    let mut events = Vec::new();
+    while let Some(ev) = stream.next(T).await {
+        events.push(ev);
+        assert!(events.len() < 100, "{events:?}");
+    }
+    let finals: Vec<_> = events
+        .iter()
+        .filter(|m| m.get("method").is_none() && m["id"] == "long")
+        .collect();
+    assert_eq!(finals.len(), 1, "exactly one final answer: {events:?}");
+    let e = &finals[0]["error"];
+    assert_eq!(e["code"], -32000, "{e}");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(msg.contains(&owner), "names {owner}: {msg}");
+    assert_eq!(e["data"]["reason"], "owner_lost", "{e}");
+    assert_eq!(
+        forward_series(&r, 1, "owner_lost_midway").await,
+        Some(1.0),
+        "counted once"
+    );
 }
 
 /// A rolling restart: a replica told to stop (SIGTERM) says so on `/readyz` and keeps serving

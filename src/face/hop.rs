@@ -5,17 +5,20 @@
 //!
 //! An owner that cannot be reached ends the request here with what a client knows how to
 //! handle: a 2025 session is gone (404, so the client initializes again on a live replica),
-//! a parked call cannot be resumed (a JSON-RPC error naming why).
+//! a parked call cannot be resumed (a JSON-RPC error naming why). An owner lost while it
+//! streams a request's answer is answered for by the hop (`cluster::forward::Expect`): a
+//! JSON-RPC error naming it, counted as `owner_lost_midway`.
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, Response, StatusCode};
 use tracing::warn;
 
+use crate::cluster::forward::{Expect, Hop};
 use crate::cluster::{Cluster, H_FORWARDED};
 use crate::face::respond::{rpc_error, Body};
 use crate::face::run::header_str;
 use crate::face::state::App;
-use crate::jsonrpc::code;
+use crate::jsonrpc::{code, Envelope, Kind};
 use crate::protocol;
 
 /// The cluster, unless this request already made its hop.
@@ -24,6 +27,18 @@ fn cluster<'a>(app: &'a App, h: &HeaderMap) -> Option<&'a Cluster> {
         return None;
     }
     app.cfg.cluster.as_deref()
+}
+
+/// The id of the request `body` holds, if it is one (not a notification, response, GET).
+fn request_id(method: &Method, body: &[u8]) -> Option<Box<serde_json::value::RawValue>> {
+    if *method != Method::POST {
+        return None;
+    }
+    let env = Envelope::parse(body).ok()?;
+    if env.kind() != Ok(Kind::Request) {
+        return None;
+    }
+    env.id.map(ToOwned::to_owned)
 }
 
 /// Forward to `owner`; the owner's answer, or why there is none (logged and counted).
@@ -37,11 +52,20 @@ async fn forward(
 ) -> Result<Response<Body>, ()> {
     // A JSON answer comes when the call ends: its head may take up to the call timeout.
     let wait = app.cfg.call_timeout + std::time::Duration::from_secs(5);
-    match c
-        .client()
-        .forward(owner, method, &app.cfg.path, h, body, wait)
-        .await
-    {
+    let expect = request_id(&method, &body).map(|id| {
+        let (metrics, server) = (app.metrics.clone(), app.server.clone());
+        Expect {
+            id,
+            lost: Box::new(move || metrics.cluster_forward(&server, "owner_lost_midway")),
+        }
+    });
+    let hop = Hop {
+        method,
+        path: &app.cfg.path,
+        headers: h,
+        body,
+    };
+    match c.client().forward(owner, hop, wait, expect).await {
         Ok(r) => {
             app.metrics.cluster_forward(&app.server, "ok");
             Ok(r)
@@ -65,13 +89,20 @@ pub async fn by_session(
 ) -> Option<Response<Body>> {
     let c = cluster(app, h)?;
     let owner = c.elsewhere(header_str(h, protocol::H_SESSION_ID)?)?;
+    // The request's own id, so that its answer is the one it waits for.
+    let rid = match id {
+        Some(id) => Some(id.to_owned()),
+        None => request_id(&method, &body).map(|r| r.get().to_owned()),
+    };
     Some(match forward(app, c, &owner, method, h, body).await {
         Ok(r) => r,
         Err(()) => rpc_error(
             StatusCode::NOT_FOUND,
-            id,
+            rid.as_deref(),
             code::INVALID_REQUEST,
-            "Session not found (the replica that held it is gone): initialize again",
+            &format!(
+                "Session not found (the replica that held it is gone: {owner}): initialize again"
+            ),
             None,
         ),
     })
@@ -95,7 +126,9 @@ pub async fn by_state(
                 StatusCode::OK,
                 Some(id),
                 code::INVALID_PARAMS,
-                "cannot resume: the replica holding this call is gone; call again",
+                &format!(
+                    "cannot resume: the replica holding this call is gone ({owner}); call again"
+                ),
                 None,
             ),
         },
