@@ -110,6 +110,9 @@ pub struct EventReceiver {
     rx: mpsc::Receiver<CallEvent>,
     /// Every sender is gone and every event was taken.
     ended: bool,
+    /// `notifications/message` below this rank are dropped (`crate::core`'s log floor of a
+    /// 2026 caller on a 2025 upstream); 0 lets every message through.
+    log_floor: usize,
 }
 
 /// A queue of `capacity` events.
@@ -118,7 +121,11 @@ pub fn event_queue(capacity: usize) -> (EventSender, EventReceiver) {
     let (tx, rx) = mpsc::channel(capacity.saturating_sub(1));
     (
         EventSender(std::sync::Mutex::new(tx)),
-        EventReceiver { rx, ended: false },
+        EventReceiver {
+            rx,
+            ended: false,
+            log_floor: 0,
+        },
     )
 }
 
@@ -143,14 +150,37 @@ impl EventSender {
 impl EventReceiver {
     /// The next event; None once every sender is gone and every event was taken.
     pub async fn recv(&mut self) -> Option<CallEvent> {
-        let ev = futures_util::StreamExt::next(&mut self.rx).await;
-        self.ended |= ev.is_none();
-        ev
+        loop {
+            let ev = futures_util::StreamExt::next(&mut self.rx).await;
+            self.ended |= ev.is_none();
+            match ev {
+                Some(e) if self.below_floor(&e) => continue,
+                ev => return ev,
+            }
+        }
     }
     pub fn try_recv(&mut self) -> Result<CallEvent, mpsc::TryRecvError> {
-        let r = self.rx.try_recv();
-        self.ended |= matches!(r, Err(mpsc::TryRecvError::Closed));
-        r
+        loop {
+            let r = self.rx.try_recv();
+            self.ended |= matches!(r, Err(mpsc::TryRecvError::Closed));
+            match r {
+                Ok(e) if self.below_floor(&e) => continue,
+                r => return r,
+            }
+        }
+    }
+    /// Drop `notifications/message` below `rank` from here on (`usize::MAX`: every one).
+    pub fn drop_logs_below(&mut self, rank: usize) {
+        self.log_floor = rank;
+    }
+    fn below_floor(&self, ev: &CallEvent) -> bool {
+        match ev {
+            CallEvent::Notification { method, params } if self.log_floor > 0 => {
+                method == "notifications/message"
+                    && crate::protocol::message_rank(params.as_deref()) < self.log_floor
+            }
+            _ => false,
+        }
     }
     /// Has the queue ended (`recv` said None)? Nothing more can come then.
     pub fn ended(&self) -> bool {

@@ -16,6 +16,7 @@ pub mod call;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod core;
 pub mod daemon;
 pub mod demo;
 pub mod era;

@@ -296,7 +296,7 @@ impl HeldListen {
                 "holding a listen for a 2025 caller ({} resources)",
                 uris.len()
             );
-            match up.call(call, SETUP).await {
+            match crate::core::start(&up, call, SETUP).await {
                 Ok(mut h) => {
                     h.set_cancel_reason(RELEASED_BY_BRIDGE);
                     Opened::Call(h, generation)

@@ -34,7 +34,7 @@ async fn child_request(up: &SharedUpstream, method: &str, uri: &str) -> bool {
         params: Some(jsonrpc::raw(&json!({ "uri": uri }).to_string())),
         ctx: CallCtx::modern(),
     };
-    let Ok(mut h) = up.call(call, Duration::from_secs(5)).await else {
+    let Ok(mut h) = crate::core::start(up, call, Duration::from_secs(5)).await else {
         return false;
     };
     matches!(
@@ -99,6 +99,8 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
         kept.push(uri);
     }
     honoured.uris = kept;
+    // Acknowledge once notifications can flow (`crate::core`, rule 4).
+    crate::core::listen_ready(&app.upstream).await;
     let release = Release {
         subs: app.resource_subs.clone(),
         upstream: app.upstream.clone(),

@@ -278,18 +278,19 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         );
     }
     if let Ok(Some(level)) = level {
+        // Toward a 2025 upstream the core lowers its level and filters per call.
         ctx.log_level = Some(level);
-        if info.era == Era::Legacy {
-            // A 2025 child logs per process: make it at least this verbose, filter per call.
-            app.upstream.ensure_log_level(level).await;
-        }
     }
     let mut mrtr = None;
     if info.era == Era::Legacy && crate::era::mrtr::is_mrtr_method(method) {
         // The 2025 child may ask for input: that becomes input_required for this client.
-        let state = pc.view.get("requestState").map(|v| v.get().to_owned());
-        if let Some(state) = state {
-            return resume(app, pc, method, &state).await;
+        match crate::core::retry_state(pc.env.params, &app.signer) {
+            crate::core::RetryState::Fresh => {}
+            crate::core::RetryState::Ours(state) => return resume(app, pc, method, &state).await,
+            crate::core::RetryState::Refused(msg) => {
+                let rid = pc.env.id.map(RawValue::get).unwrap_or("null");
+                return rpc_error(StatusCode::OK, Some(rid), code::INVALID_PARAMS, msg, None);
+            }
         }
         let m = mrtr_ctx(app, pc, 0, None);
         // Only a caller that declared something the child may ask can be asked.
@@ -351,23 +352,18 @@ fn mrtr_ctx(app: &App, pc: &PostCtx<'_>, round: u32, park_id: Option<u64>) -> re
 
 /// A 2026 client retries a call the bridge parked: hand its answers to the 2025 child as
 /// responses to the child's own requests, then carry on with the call.
-async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state_raw: &str) -> Response<Body> {
+/// A retry carrying a `requestState` the bridge signed (`crate::core::retry_state`).
+async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state: &str) -> Response<Body> {
     let rid = pc.env.id.map(RawValue::get).unwrap_or("null");
     let bad = |msg: String| rpc_error(StatusCode::OK, Some(rid), code::INVALID_PARAMS, &msg, None);
-    let Ok(state) = serde_json::from_str::<String>(state_raw) else {
-        return bad("requestState must be a string".into());
-    };
-    if !app.signer.is_ours(&state) {
-        return bad("requestState is unknown to this server".into());
-    }
-    if let Some(r) = crate::face::hop::by_state(app, pc.headers, pc.body, &state, rid).await {
+    if let Some(r) = crate::face::hop::by_state(app, pc.headers, pc.body, state, rid).await {
         return r;
     }
     let who = principal(pc);
     let digest = crate::era::mrtr::params_digest(pc.env.params);
     let retry = park::Retry {
         signer: &app.signer,
-        state: &state,
+        state,
         principal: &who,
         method,
         digest: &digest,

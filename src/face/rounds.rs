@@ -278,9 +278,7 @@ impl RoundsFace for Driver {
     }
     fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
         Box::pin(async move {
-            self.session
-                .upstream
-                .call(call, self.app.cfg.start_wait)
+            crate::core::start(&self.session.upstream, call, self.app.cfg.start_wait)
                 .await
                 .map_err(Outcome::Failed)
         })

@@ -24,7 +24,7 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::call::{CallCtx, UpstreamEvent, UpstreamInfo};
+use crate::call::{CallCtx, UpstreamEvent};
 use crate::era::held::HeldListen;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::run::{accepts, header_str, tool_name, CallRequest, PostCtx};
@@ -53,13 +53,6 @@ fn session_meta(params: Option<&RawValue>) -> Vec<(String, Box<RawValue>)> {
         v.push((protocol::META_CLIENT_INFO.to_owned(), ci.to_owned()));
     }
     v
-}
-
-/// The `InitializeResult` a 2025 client gets: the upstream's own, or one built from its
-/// `server/discover` result (`era::lifecycle`, shared with connect).
-fn initialize_result(info: &UpstreamInfo, version: &str) -> String {
-    let src = info.initialize.as_ref().or(info.discover.as_ref());
-    crate::era::lifecycle::initialize_from(src.map(|r| &**r), version)
 }
 
 /// `initialize`: a new 2025 session (refused when the face holds `max_sessions` already).
@@ -134,7 +127,7 @@ pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
     ));
     app.sessions.insert(session);
     info!(session = %&sid[..8], version, "2025 session started");
-    let body = jsonrpc::result(id.unwrap_or("null"), &initialize_result(&info, version));
+    let body = jsonrpc::result(id.unwrap_or("null"), &crate::core::initialize_result(&info, version));
     let mut r = if pc.accept_json || !pc.accept_sse {
         respond::json(StatusCode::OK, body)
     } else {

@@ -37,7 +37,7 @@ use crate::call::{
     SharedUpstream, Upstream, UpstreamEvent, UpstreamInfo,
 };
 use crate::error::BridgeError;
-use crate::jsonrpc::{self, code, Envelope};
+use crate::jsonrpc::{self, Envelope};
 use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
 use crate::upstream::remote::{Remote, RemoteConfig};
@@ -257,19 +257,25 @@ impl RemoteUpstream {
                             continue;
                         }
                     }
-                    let msg = if self.role == Role::OneHost {
+                    let why = if self.role == Role::OneHost {
                         self.metrics.dropped("slow_consumer");
                         warn!(server = %self.name, %method, "the host reads too slowly for a request on the remote's GET stream; refused");
-                        "mcp-bridge could not deliver this request: the client reads too slowly"
+                        "the client reads too slowly"
                     } else {
-                        self.metrics.dropped("unroutable_request");
-                        warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
-                        "mcp-bridge cannot tell which client this request is for"
+                        if method != "roots/list" {
+                            self.metrics.dropped("unroutable_request");
+                            warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
+                        }
+                        "it belongs to no caller"
                     };
-                    let err = jsonrpc::error_object(code::INTERNAL_ERROR, msg, None);
+                    // `crate::core`, rule 5: no roots, or an error naming why.
+                    let reply = crate::core::unroutable_reply(&method, why);
                     let remote = self.remote.clone();
                     self.tracker.spawn(async move {
-                        remote.respond(&id, None, Some(&jsonrpc::raw(&err))).await;
+                        match reply {
+                            Ok(r) => remote.respond(&id, Some(&r), None).await,
+                            Err(e) => remote.respond(&id, None, Some(&e)).await,
+                        }
                     });
                 }
             }

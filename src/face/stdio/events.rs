@@ -23,17 +23,9 @@ impl Face {
             }
             CallEvent::Notification { method, params } => {
                 let params = params.as_deref();
+                // A log message below the request's level never gets here (`crate::core`).
                 if who.modern {
-                    if method == "notifications/message" {
-                        // Only for a request that asked, at or above its level.
-                        if who
-                            .log_rank
-                            .is_none_or(|r| protocol::message_rank(params) < r)
-                        {
-                            debug!("log message below the request's logLevel dropped");
-                            return;
-                        }
-                    } else if let Some(lid) = &who.listen {
+                    if let Some(lid) = &who.listen {
                         if subscription_id(params).is_some() {
                             self.send(retagged(&method, params, lid)).await;
                             return;

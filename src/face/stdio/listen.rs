@@ -60,9 +60,7 @@ impl Face {
         }
         honoured.uris = kept;
         // Acknowledge once notifications can flow.
-        if !self.up.events_ready(LISTEN_SETUP).await {
-            debug!("the remote's GET stream is not open: listen {id} may stay silent");
-        }
+        crate::core::listen_ready(&self.up).await;
         let uris = honoured.uris.clone();
         self.send(acknowledgement(&honoured, &hid)).await;
         lock(&self.listens).insert(

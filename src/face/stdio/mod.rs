@@ -674,8 +674,7 @@ impl Face {
 
     /// Start a call at the upstream (the outcome to answer when it cannot start).
     async fn start(&self, call: Call) -> Result<CallHandle, Outcome> {
-        self.up
-            .call(call, UPSTREAM_WAIT)
+        crate::core::start(&self.up, call, UPSTREAM_WAIT)
             .await
             .map_err(Outcome::Failed)
     }
@@ -698,19 +697,11 @@ impl Face {
     }
 }
 
-/// A 2025 host's `InitializeResult`: a 2025 upstream's own (its session was opened with the
-/// host's params), or one built from a 2026 upstream's `server/discover` result.
+/// A 2025 host's `InitializeResult`, built as serve builds a 2025 client's (`crate::core`,
+/// rule 6) from what the upstream said, at the version negotiated with the host.
 fn initialize_answer(info: &UpstreamInfo, requested: Option<&str>) -> Outcome {
-    match (info.era, &info.initialize) {
-        (Era::Legacy, Some(init)) => Outcome::Result(jsonrpc::raw(init.get())),
-        _ => {
-            let version = protocol::negotiate_legacy(requested);
-            let src = info.discover.as_deref().or(info.initialize.as_deref());
-            Outcome::Result(jsonrpc::raw(&crate::era::lifecycle::initialize_from(
-                src, version,
-            )))
-        }
-    }
+    let version = protocol::negotiate_legacy(requested);
+    Outcome::Result(jsonrpc::raw(&crate::core::initialize_result(info, version)))
 }
 
 /// An upstream event as the call events the face forwards (None: nothing for the host).

@@ -14,7 +14,9 @@ use super::{
     client_caps, lock, refused, url_required_for_modern, Face, ParkCtx, Stop, Who, PRINCIPAL,
 };
 use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
+use crate::core::RetryState;
 use crate::era::mrtr;
+use crate::error::BridgeError;
 use crate::era::park;
 
 /// How long a host's retry waits for its call to be resumable (a remote resumes at once).
@@ -46,11 +48,6 @@ impl Face {
             if call.method == "subscriptions/listen" {
                 return self.listen(id, call, stop).await;
             }
-            if let Some(level) = call.ctx.log_level {
-                if self.era().await == Some(Era::Legacy) {
-                    self.up.ensure_log_level(level).await;
-                }
-            }
         } else if let Some(o) = self.legacy_host_local(&call).await {
             return Some(o);
         }
@@ -64,25 +61,16 @@ impl Face {
         if !who.modern {
             return self.rounds(id, call, stop).await;
         }
-        let state = call
-            .params
-            .as_deref()
-            .and_then(Fields::parse)
-            .and_then(|f| f.get("requestState").map(ToOwned::to_owned))
-            .and_then(|s| serde_json::from_str::<String>(s.get()).ok());
         let legacy_remote = self.era().await == Some(Era::Legacy);
-        match state {
-            Some(state) if self.signer.is_ours(&state) => {
-                return self.resume(id, call, &state, stop).await;
-            }
-            // Nobody behind a 2025 remote can have minted it (serve answers the same); toward
-            // a 2026 remote it is the remote's own, or another bridge's further on: untouched.
-            Some(_) if legacy_remote => {
-                return Some(Outcome::Error(jsonrpc::raw(&jsonrpc::error_object(
-                    code::INVALID_PARAMS,
-                    "requestState is unknown to this server",
-                    None,
-                ))));
+        match crate::core::retry_state(call.params.as_deref(), &self.signer) {
+            RetryState::Ours(state) => return self.resume(id, call, &state, stop).await,
+            // Toward a 2025 remote only the bridge can have minted it (`crate::core`, rule 3);
+            // toward a 2026 remote it is the remote's own, or another bridge's: untouched.
+            RetryState::Refused(msg) if legacy_remote => {
+                return Some(Outcome::Failed(BridgeError::Refused {
+                    code: code::INVALID_PARAMS,
+                    message: msg.into(),
+                }));
             }
             _ => {}
         }

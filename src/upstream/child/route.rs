@@ -186,21 +186,19 @@ impl ChildUpstream {
         // A log message names no request; when exactly one caller in flight asked for logs it
         // is that caller's (filtered by its level), otherwise it goes to the session streams.
         if method == "notifications/message" {
-            let rank = protocol::message_rank(env.params);
             let g = lock(&proc.pending);
             let mut wanting = g
                 .values()
                 .filter(|p| p.sinks.is_some() && p.log_rank.is_some());
             if let (Some(p), None) = (wanting.next(), wanting.next()) {
                 if let Some(s) = &p.sinks {
-                    if rank >= p.log_rank.unwrap_or(0) {
-                        let ev = CallEvent::Notification {
-                            method: method.to_owned(),
-                            params: env.params.map(|p| p.to_owned()),
-                        };
-                        if s.events.try_send(ev).is_err() {
-                            self.inner.metrics.dropped("slow_consumer");
-                        }
+                    // Its level is the call's own floor (`crate::core`), applied on its queue.
+                    let ev = CallEvent::Notification {
+                        method: method.to_owned(),
+                        params: env.params.map(|p| p.to_owned()),
+                    };
+                    if s.events.try_send(ev).is_err() {
+                        self.inner.metrics.dropped("slow_consumer");
                     }
                     return;
                 }
@@ -273,23 +271,15 @@ impl ChildUpstream {
                 .map_err(|_| "the client session has no open stream"),
             Route::Nobody(why) => Err(why),
         };
-        if delivered.is_err() && method == "roots/list" {
-            // Nobody to ask: the honest answer is that no roots are shared.
+        if let Err(why) = delivered {
+            if method != "roots/list" {
+                self.inner.metrics.dropped("unroutable_request");
+                warn!(server = %self.inner.cfg.name, method, "cannot deliver the child's request: {why}");
+            }
+            // `crate::core`, rule 5: no roots, or an error naming why.
             let _ = proc
                 .stdin
-                .try_send(jsonrpc::result(id.get(), "{\"roots\":[]}"));
-            return;
-        }
-        if let Err(why) = delivered {
-            self.inner.metrics.dropped("unroutable_request");
-            warn!(server = %self.inner.cfg.name, method, "cannot deliver the child's request: {why}");
-            let err = jsonrpc::error(
-                Some(id.get()),
-                jsonrpc::code::INTERNAL_ERROR,
-                &format!("mcp-bridge cannot deliver {method} to a client: {why}"),
-                None,
-            );
-            let _ = proc.stdin.try_send(err);
+                .try_send(crate::core::unroutable_answer(id.get(), method, why));
         }
     }
 }

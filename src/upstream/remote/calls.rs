@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use bytes::BytesMut;
 use serde_json::value::RawValue;
 use tracing::{debug, info, warn};
 
@@ -170,12 +169,8 @@ impl Remote {
                 return Outcome::Result(jsonrpc::raw(&discover_from_init(&s.init_result)));
             }
             let id = self.mint();
-            let stripped = modern_host
-                .then(|| call.params.as_deref().and_then(strip_modern_meta))
-                .flatten();
-            let params = stripped
-                .as_deref()
-                .or(call.params.as_deref().map(RawValue::get));
+            // The 2026 envelope was taken off by the core (`crate::core`, rule 2).
+            let params = call.params.as_deref().map(RawValue::get);
             let frame = jsonrpc::request(&id.to_string(), &call.method, params);
             // The exchange runs in its own task so that a cancelled call can post
             // `notifications/cancelled` *before* its response stream is closed (a 2025 server
@@ -334,39 +329,6 @@ impl Drop for CancelGuard {
             x.abort();
         }
     }
-}
-
-/// Params of a 2026 request without the 2026-only `_meta` keys (protocol version, client
-/// capabilities/info, log level), for a 2025 remote. None when there is nothing to remove.
-pub(super) fn strip_modern_meta(params: &RawValue) -> Option<String> {
-    const KEYS: [&str; 4] = [
-        protocol::META_PROTOCOL_VERSION,
-        protocol::META_CLIENT_CAPABILITIES,
-        protocol::META_CLIENT_INFO,
-        protocol::META_LOG_LEVEL,
-    ];
-    let p = Fields::parse(params)?;
-    let meta = Fields::parse(p.get("_meta")?)?;
-    if !meta.0.iter().any(|(k, _)| KEYS.contains(&k.as_ref())) {
-        return None;
-    }
-    let kept: Vec<_> = meta
-        .0
-        .iter()
-        .filter(|(k, _)| !KEYS.contains(&k.as_ref()))
-        .cloned()
-        .collect();
-    let mut fields: Vec<_> = p.0.iter().filter(|(k, _)| k != "_meta").cloned().collect();
-    let mut buf = BytesMut::new();
-    let new_meta;
-    if !kept.is_empty() {
-        jsonrpc::write_object(&mut buf, &kept);
-        new_meta = jsonrpc::raw(std::str::from_utf8(&buf).ok()?);
-        fields.push((std::borrow::Cow::Borrowed("_meta"), &*new_meta));
-    }
-    let mut out = BytesMut::new();
-    jsonrpc::write_object(&mut out, &fields);
-    String::from_utf8(out.to_vec()).ok()
 }
 
 /// A call's params with the `_meta` entries its context stamps on a 2026 request (None:

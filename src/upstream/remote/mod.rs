@@ -462,7 +462,6 @@ pub mod fuzzing {
 
 #[cfg(test)]
 mod tests {
-    use super::calls::strip_modern_meta;
     use super::fault::{classify_connect, Fault};
     use super::probe::discover_from_init;
     use super::*;
@@ -494,20 +493,6 @@ mod tests {
         assert!(e.contains("\"reason\":\"unauthorized\""), "{e}");
         assert!(!Fault::Auth(403).may_have_reached());
         assert!(Fault::Broken("x".into()).may_have_reached());
-    }
-
-    #[test]
-    fn modern_meta_is_stripped_for_2025() {
-        let p = jsonrpc::raw(
-            r#"{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":7}}"#,
-        );
-        assert_eq!(
-            strip_modern_meta(&p).unwrap(),
-            r#"{"name":"x","_meta":{"progressToken":7}}"#
-        );
-        let p = jsonrpc::raw(r#"{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}"#);
-        assert_eq!(strip_modern_meta(&p).unwrap(), "{}");
-        assert_eq!(strip_modern_meta(&jsonrpc::raw(r#"{"a":1}"#)), None);
     }
 
     #[test]

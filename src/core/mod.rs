@@ -1,0 +1,215 @@
+//! The core: the rules that map one protocol era onto the other for one call, written once
+//! for both faces (`serve`'s HTTP face and `connect`'s stdio face) and every upstream (a
+//! child, a pool, a remote). A face decodes its transport's frames into a [`Call`] and starts
+//! it with [`start`]; the rules below are applied here, between the face and the
+//! [`Upstream`](crate::call::Upstream) seam, so that no face and no upstream keeps a copy.
+//!
+//! Each rule was once written in more than one place, and the copies disagreed; the matrix
+//! test (`tests/core_matrix.rs`) runs each through {serve, connect} × {2025 child, 2026
+//! child, pool, 2025 remote, 2026 remote} × {2025 caller, 2026 caller}. The rule kept, and
+//! why:
+//!
+//! 1. **The log floor of a 2026 caller on a 2025 upstream** ([`start`]). A 2025 server logs
+//!    per session; a 2026 request names its own level in `_meta` (`logLevel`), and a request
+//!    without one must get no `notifications/message` at all. So the upstream is lowered to
+//!    the request's level (only ever lowered: it serves other callers too) and the call's
+//!    event queue drops messages below the request's level (all of them without a level).
+//!    The filter sits on the call's queue ([`crate::call::EventReceiver`]), so it holds for
+//!    whatever carries the message: a child's stdout, a remote's POST stream.
+//! 2. **2026-only `_meta` keys never reach a 2025 upstream** ([`strip_modern_meta`], in
+//!    [`start`]): the protocol version, client capabilities and info and the log level are the
+//!    2026 envelope, which a 2025 server may refuse (the Python SDK does). The bridge has read
+//!    what it needs from them before the call starts.
+//! 3. **A `requestState` toward a 2025 upstream** ([`retry_state`]): only the bridge can have
+//!    minted it, so a string of ours resumes the parked call, and anything else — a string
+//!    the bridge never signed, or not a string at all — is `-32602`: the caller is told its
+//!    retry is wrong rather than have it run as a new call.
+//! 4. **A listen the bridge answers for a 2025 upstream** waits (bounded) for the upstream's
+//!    event stream before it is acknowledged ([`listen_ready`]): what the upstream sends first
+//!    must not be lost. A child's stdout is always ready; a remote's GET stream opens later.
+//! 5. **A 2025 upstream's request with nobody to ask** ([`unroutable_answer`]): `roots/list`
+//!    is answered with no roots (the honest answer: nobody shares any through this bridge, and
+//!    a server asks it right after `initialize`), every other request with `-32603` naming
+//!    why it could not be delivered.
+//! 6. **A 2025 caller's `InitializeResult`** ([`initialize_result`]) is built by the bridge
+//!    from what the upstream said (its `InitializeResult` or its `server/discover` result) at
+//!    the version the bridge negotiated with the caller, whatever the upstream: the bridge
+//!    owns the caller's session, and a caller of one bridge sees one shape.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use serde_json::value::RawValue;
+
+use crate::call::{Call, CallHandle, SharedUpstream, UpstreamInfo};
+use crate::era::mrtr::StateSigner;
+use crate::error::BridgeError;
+use crate::jsonrpc::{self, Fields};
+use crate::protocol::{self, Era};
+
+/// Start `call` on `up` (waiting up to `wait` for it to be ready), with the era rules applied.
+pub async fn start(
+    up: &SharedUpstream,
+    mut call: Call,
+    wait: Duration,
+) -> Result<CallHandle, BridgeError> {
+    let upstream_era = up.info(wait).await.ok().map(|i| i.era);
+    let modern_on_legacy = call.ctx.client_era == Era::Modern && upstream_era == Some(Era::Legacy);
+    let mut floor = None;
+    if modern_on_legacy {
+        // Rule 1: the upstream logs at least at the request's level; the queue filters.
+        floor = Some(call.ctx.log_level.and_then(protocol::log_level).map_or(usize::MAX, |(_, r)| r));
+        if let Some(level) = call.ctx.log_level {
+            up.ensure_log_level(level).await;
+        }
+        // Rule 2: the 2026 envelope stays on this side.
+        if let Some(p) = call.params.as_deref().and_then(strip_modern_meta) {
+            call.params = Some(jsonrpc::raw(&p));
+        }
+    }
+    let mut h = up.call(call, wait).await?;
+    if let Some(rank) = floor {
+        h.events.drop_logs_below(rank);
+    }
+    Ok(h)
+}
+
+/// Params of a 2026 request without the 2026-only `_meta` keys (protocol version, client
+/// capabilities/info, log level), for a 2025 upstream. None when there is nothing to remove.
+pub fn strip_modern_meta(params: &RawValue) -> Option<String> {
+    const KEYS: [&str; 4] = [
+        protocol::META_PROTOCOL_VERSION,
+        protocol::META_CLIENT_CAPABILITIES,
+        protocol::META_CLIENT_INFO,
+        protocol::META_LOG_LEVEL,
+    ];
+    if memchr::memmem::find(params.get().as_bytes(), b"io.modelcontextprotocol/").is_none() {
+        return None;
+    }
+    let p = Fields::parse(params)?;
+    let meta = Fields::parse(p.get("_meta")?)?;
+    if !meta.0.iter().any(|(k, _)| KEYS.contains(&k.as_ref())) {
+        return None;
+    }
+    let kept: Vec<_> = meta
+        .0
+        .iter()
+        .filter(|(k, _)| !KEYS.contains(&k.as_ref()))
+        .cloned()
+        .collect();
+    let mut fields: Vec<_> = p.0.iter().filter(|(k, _)| k != "_meta").cloned().collect();
+    let mut buf = BytesMut::new();
+    let new_meta;
+    if !kept.is_empty() {
+        jsonrpc::write_object(&mut buf, &kept);
+        new_meta = jsonrpc::raw(std::str::from_utf8(&buf).ok()?);
+        fields.push((std::borrow::Cow::Borrowed("_meta"), &*new_meta));
+    }
+    let mut out = BytesMut::new();
+    jsonrpc::write_object(&mut out, &fields);
+    String::from_utf8(out.to_vec()).ok()
+}
+
+/// What a 2026 caller's `requestState` means toward a 2025 upstream (rule 3).
+#[derive(Debug, PartialEq)]
+pub enum RetryState {
+    /// No `requestState`: a new call.
+    Fresh,
+    /// A state the bridge signed: resume the call it parked.
+    Ours(String),
+    /// Refused with `-32602` and this message.
+    Refused(&'static str),
+}
+
+/// Classify the `requestState` of a request's params (rule 3).
+pub fn retry_state(params: Option<&RawValue>, signer: &StateSigner) -> RetryState {
+    let Some(raw) = params.and_then(Fields::parse).and_then(|f| f.get("requestState").map(ToOwned::to_owned)) else {
+        return RetryState::Fresh;
+    };
+    match serde_json::from_str::<String>(raw.get()) {
+        Err(_) => RetryState::Refused("requestState must be a string"),
+        Ok(s) if signer.is_ours(&s) => RetryState::Ours(s),
+        Ok(_) => RetryState::Refused("requestState is unknown to this server"),
+    }
+}
+
+/// How long a listen the bridge answers waits for its upstream's event stream (rule 4).
+pub const LISTEN_SETUP: Duration = Duration::from_secs(10);
+
+/// Wait (bounded) until `up`'s traffic that belongs to no call can reach its subscribers,
+/// before a listen is acknowledged (rule 4). False when it could not in time (the listen is
+/// acknowledged anyway, and may stay silent until the stream opens).
+pub async fn listen_ready(up: &SharedUpstream) -> bool {
+    let ready = up.events_ready(LISTEN_SETUP).await;
+    if !ready {
+        tracing::debug!(server = up.name(), "the upstream's event stream is not open: a listen may stay silent");
+    }
+    ready
+}
+
+/// The answer a 2025 upstream gets for its request `method` (id `id`) that nobody can be
+/// asked (rule 5), with `why` it could not be delivered.
+pub fn unroutable_answer(id: &str, method: &str, why: &str) -> bytes::Bytes {
+    match unroutable_reply(method, why) {
+        Ok(result) => jsonrpc::result(id, result.get()),
+        Err(error) => jsonrpc::error_raw(Some(id), error.get()),
+    }
+}
+
+/// [`unroutable_answer`]'s result (Ok) or error object (Err), for an upstream that sends
+/// them apart (a remote's POSTed response).
+pub fn unroutable_reply(method: &str, why: &str) -> Result<Box<RawValue>, Box<RawValue>> {
+    if method == "roots/list" {
+        return Ok(jsonrpc::raw("{\"roots\":[]}"));
+    }
+    Err(jsonrpc::raw(&jsonrpc::error_object(
+        jsonrpc::code::INTERNAL_ERROR,
+        &format!("mcp-bridge cannot deliver {method} to a client: {why}"),
+        None,
+    )))
+}
+
+/// The `InitializeResult` a 2025 caller gets at `version` (rule 6): built from the upstream's
+/// own `InitializeResult` (2025) or its `server/discover` result (2026).
+pub fn initialize_result(info: &UpstreamInfo, version: &str) -> String {
+    let src = info.initialize.as_deref().or(info.discover.as_deref());
+    crate::era::lifecycle::initialize_from(src, version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strips_only_the_2026_envelope() {
+        let p = jsonrpc::raw(
+            r#"{"name":"echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":7}}"#,
+        );
+        assert_eq!(
+            strip_modern_meta(&p).unwrap(),
+            r#"{"name":"echo","_meta":{"progressToken":7}}"#
+        );
+        let p = jsonrpc::raw(r#"{"_meta":{"io.modelcontextprotocol/clientCapabilities":{}}}"#);
+        assert_eq!(strip_modern_meta(&p).unwrap(), "{}");
+        let p = jsonrpc::raw(r#"{"_meta":{"io.modelcontextprotocol/logLevel":"debug"}}"#);
+        assert_eq!(strip_modern_meta(&p).unwrap(), "{}");
+        assert_eq!(strip_modern_meta(&jsonrpc::raw(r#"{"a":1}"#)), None);
+    }
+
+    #[test]
+    fn a_state_is_ours_or_refused() {
+        let s = StateSigner::new();
+        assert_eq!(retry_state(None, &s), RetryState::Fresh);
+        let p = jsonrpc::raw(r#"{"requestState":42}"#);
+        assert_eq!(retry_state(Some(&p), &s), RetryState::Refused("requestState must be a string"));
+        let p = jsonrpc::raw(r#"{"requestState":"abc"}"#);
+        assert_eq!(retry_state(Some(&p), &s), RetryState::Refused("requestState is unknown to this server"));
+    }
+
+    #[test]
+    fn nobody_to_ask() {
+        assert_eq!(&unroutable_answer("7", "roots/list", "x")[..], br#"{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}"#);
+        let e = unroutable_answer("7", "sampling/createMessage", "no stream");
+        assert!(std::str::from_utf8(&e).unwrap().contains("-32603"));
+    }
+}
