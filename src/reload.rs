@@ -168,12 +168,13 @@ impl Reloader {
                 None => fut.await,
             };
             let ok = outcome.is_ok();
+            // Counted before the log line: whoever sees the line sees the count.
+            if let Some(c) = &self.counter {
+                c.reloaded(part.as_str(), ok);
+            }
             match outcome {
                 Ok(what) => info!(part = part.as_str(), "{what} (SIGHUP)"),
                 Err(why) => warn!(part = part.as_str(), "{}: {why}", part.failed_text()),
-            }
-            if let Some(c) = &self.counter {
-                c.reloaded(part.as_str(), ok);
             }
             pass.ran.push((part, ok));
         }
