@@ -28,5 +28,6 @@ pub mod jsonrpc;
 pub mod metrics;
 pub mod oauth;
 pub mod protocol;
+pub mod reload;
 pub mod telemetry;
 pub mod upstream;

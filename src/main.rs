@@ -173,6 +173,7 @@ fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
 }
 
 async fn signals(shutdown: CancellationToken) {
+    use mcp_bridge::reload::{Hangups, Reloader};
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
@@ -181,16 +182,15 @@ async fn signals(shutdown: CancellationToken) {
         error!("cannot install signal handlers");
         return;
     };
-    // SIGHUP must not kill `connect` (a host may send it when its terminal goes): there is
-    // nothing to reload, so it is only acknowledged.
-    let mut hup = signal(SignalKind::hangup()).ok();
+    // SIGHUP must not kill `connect` (a host may send it when its terminal goes): it goes to
+    // the one reload handler, where connect registers nothing, so it is only acknowledged.
+    let reloader = Reloader::new(None);
+    let mut hup = Hangups::watch();
     loop {
         tokio::select! {
             _ = term.recv() => { info!("SIGTERM received"); break }
             _ = int.recv() => { info!("SIGINT received"); break }
-            _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => {
-                info!("SIGHUP received; connect has nothing to reload");
-            }
+            _ = hup.recv() => { reloader.reload_all().await; }
         }
     }
     shutdown.cancel();

@@ -522,6 +522,42 @@ fn itoa_status(s: u16) -> &'static str {
     }
 }
 
+/// What a SIGHUP reloads (the `part` label of `reloads_total`), all exported from the start
+/// with both outcomes. The same words as `reload::Part::as_str`.
+pub const RELOAD_PARTS: &[&str] = &["config", "tls", "jwt", "bearer"];
+
+/// `mcp_bridge_reloads_total{part,outcome}`: one count per part per SIGHUP, `ok` or `failed`
+/// (the old state kept). Held by the one `reload::Reloader`.
+#[derive(Clone)]
+pub struct ReloadCounter(IntCounterVec);
+
+impl Metrics {
+    /// The reload counter in this registry, every part and outcome at 0. For the one reloader
+    /// of the process: a second call gets a counter the registry does not export.
+    pub fn reload_counter(&self) -> ReloadCounter {
+        let c = counter(
+            &self.registry,
+            "reloads_total",
+            "Reloads on SIGHUP by part and outcome (failed: the previous state stays)",
+            &["part", "outcome"],
+        );
+        for p in RELOAD_PARTS {
+            for o in ["ok", "failed"] {
+                c.with_label_values(&[p, o]);
+            }
+        }
+        ReloadCounter(c)
+    }
+}
+
+impl ReloadCounter {
+    /// One reload of `part` (from [`RELOAD_PARTS`]).
+    pub fn reloaded(&self, part: &'static str, ok: bool) {
+        let outcome = if ok { "ok" } else { "failed" };
+        self.0.with_label_values(&[part, outcome]).inc();
+    }
+}
+
 /// Keeps a gauge incremented while alive.
 pub struct GaugeGuard(IntGauge);
 

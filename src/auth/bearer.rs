@@ -8,6 +8,8 @@ use std::sync::Arc;
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
+use crate::reload::{Part, Reloader};
+
 #[derive(Clone)]
 struct Entry {
     name: Arc<str>,
@@ -179,25 +181,17 @@ impl LiveTokens {
         Ok(n)
     }
 
-    /// Reload on SIGHUP for the life of the runtime.
-    pub fn spawn_reloader(self: &Arc<Self>) {
+    /// Reload on SIGHUP (registered with `reloader`) for as long as it lives; the file is
+    /// read off the runtime's threads.
+    pub fn watch(self: &Arc<Self>, reloader: &Reloader) {
         if self.file.is_none() {
             return;
         }
-        let me = Arc::downgrade(self);
-        tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let Ok(mut hup) = signal(SignalKind::hangup()) else {
-                tracing::warn!("cannot watch SIGHUP for token file reloads");
-                return;
-            };
-            while hup.recv().await.is_some() {
-                let Some(t) = me.upgrade() else { break };
-                match t.reload() {
-                    Ok(n) => tracing::info!(tokens = n, "bearer tokens reloaded (SIGHUP)"),
-                    Err(e) => tracing::warn!("bearer token reload failed: {e}"),
-                }
-            }
+        reloader.register(Part::Bearer, self, |t| async move {
+            let n = tokio::task::spawn_blocking(move || t.reload())
+                .await
+                .map_err(|e| format!("reload task: {e}"))??;
+            Ok(format!("bearer tokens reloaded: {n} tokens"))
         });
     }
 }

@@ -7,7 +7,7 @@
 //! `exp`/`nbf` (with leeway), `iss` and `aud` are checked by `jsonwebtoken`.
 //!
 //! Keys are cached by `kid` and refreshed in the background (every [`REFRESH_EVERY`], with
-//! exponential backoff after a failure); symmetric (`oct`) keys in a JWKS are ignored.
+//! exponential backoff after a failure) and on SIGHUP (a part of `crate::reload`); symmetric (`oct`) keys in a JWKS are ignored.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,6 +21,7 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use super::{fetch, Refusal};
+use crate::reload::{Part, Reloader};
 
 /// Normal JWKS refresh interval.
 pub const REFRESH_EVERY: Duration = Duration::from_secs(300);
@@ -199,10 +200,11 @@ impl Verifier {
         })
     }
 
-    /// First load, then background refresh. A JWKS file that cannot be used is a start-up
-    /// error; an unreachable JWKS URL is not (the authorization server may start later):
-    /// tokens are refused until the keys arrive.
-    pub async fn start(self: &Arc<Self>, strict: bool) -> Result<(), String> {
+    /// First load, then background refresh, and a refresh on every SIGHUP (registered with
+    /// `reloader`). A JWKS file that cannot be used is a start-up error; an unreachable JWKS
+    /// URL is not (the authorization server may start later): tokens are refused until the
+    /// keys arrive.
+    pub async fn start(self: &Arc<Self>, strict: bool, reloader: &Reloader) -> Result<(), String> {
         let first = self.refresh().await;
         match (&first, &self.cfg.source) {
             (Err(e), Source::File(p)) => return Err(format!("--jwks-file {}: {e}", p.display())),
@@ -212,6 +214,11 @@ impl Verifier {
             }
             (Ok(n), _) => info!(keys = n, "JWKS loaded"),
         }
+        // SIGHUP fetches (or re-reads) the JWKS at once: a rotated key or an edited file.
+        reloader.register(Part::Jwt, self, |v| async move {
+            let n = v.refresh().await?;
+            Ok(format!("JWKS reloaded: {n} keys"))
+        });
         let me = Arc::downgrade(self);
         let mut delay = if first.is_ok() {
             REFRESH_EVERY
@@ -219,20 +226,10 @@ impl Verifier {
             Duration::from_secs(1)
         };
         tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            // SIGHUP fetches (or re-reads) the JWKS at once: a rotated key or an edited file.
-            let mut hup = signal(SignalKind::hangup()).ok();
             loop {
-                let hupped = tokio::select! {
-                    _ = tokio::time::sleep(delay) => false,
-                    Some(()) = async { match hup.as_mut() { Some(h) => h.recv().await, None => std::future::pending().await } } => true,
-                };
+                tokio::time::sleep(delay).await;
                 let Some(v) = me.upgrade() else { break };
                 delay = match v.refresh().await {
-                    Ok(n) if hupped => {
-                        info!(keys = n, "JWKS reloaded (SIGHUP)");
-                        REFRESH_EVERY
-                    }
                     Ok(n) => {
                         debug!(keys = n, "JWKS refreshed");
                         REFRESH_EVERY

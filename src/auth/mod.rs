@@ -35,6 +35,8 @@ use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use tracing::{info, warn};
 
+use crate::reload::Reloader;
+
 /// The MCP endpoint auth guards, as auth needs to see it. The face's `HttpConfig` implements
 /// this (in `crate::face`), so auth depends on no face type: the face calls auth's hook
 /// ([`http::front`], [`http::cors`]) and hands itself over through this trait, and the
@@ -277,21 +279,29 @@ impl Prepared {
         }
     }
 
-    /// Complete the face's configuration once the listener is bound.
-    pub async fn finish<E: Endpoint>(self, mut http: E, bound: SocketAddr) -> Result<E, String> {
+    /// Complete the face's configuration once the listener is bound; what reloads on SIGHUP
+    /// (certificate, token file, JWKS) registers with `reloader`.
+    pub async fn finish<E: Endpoint>(
+        self,
+        mut http: E,
+        bound: SocketAddr,
+        reloader: &Reloader,
+    ) -> Result<E, String> {
         if let Some(t) = &self.tls {
-            t.spawn_reloader();
+            t.watch(reloader);
         }
-        let auth = AuthSlot::new(self.build_auth(http.mcp_path(), bound).await?);
+        let auth = AuthSlot::new(self.build_auth(http.mcp_path(), bound, reloader).await?);
         http.install(auth, self.tls.clone());
         Ok(http)
     }
 
-    /// The endpoint's token check for the MCP endpoint at `path` (none when `--auth none`).
+    /// The endpoint's token check for the MCP endpoint at `path` (none when `--auth none`);
+    /// its token file or JWKS registers with `reloader`.
     pub async fn build_auth(
         &self,
         path: &str,
         bound: SocketAddr,
+        reloader: &Reloader,
     ) -> Result<Option<Arc<Auth>>, String> {
         let a = &self.args;
         if a.auth == AuthMode::None {
@@ -341,7 +351,7 @@ impl Prepared {
                         a.token_file.clone(),
                         self.env_tokens.clone(),
                     ));
-                    live.spawn_reloader();
+                    live.watch(reloader);
                     Check::Bearer(live)
                 }
                 None => return Err("no bearer tokens configured".into()),
@@ -363,7 +373,7 @@ impl Prepared {
                     audiences,
                     leeway: LEEWAY_SECS,
                 });
-                v.start(self.strict_keys).await?;
+                v.start(self.strict_keys, reloader).await?;
                 Check::Jwt(v)
             }
             AuthMode::None => return Ok(None),

@@ -1,8 +1,8 @@
 //! TLS termination: rustls with the aws-lc-rs provider, TLS 1.2 and 1.3 only, ALPN `h2` and
-//! `http/1.1`. The certificate and key are PEM files; they are reloaded on SIGHUP and when
-//! either file's modification time or size changes (checked every [`POLL`]). A reload that
-//! fails keeps the previous certificate and logs why; new connections pick up the new one,
-//! open connections keep theirs.
+//! `http/1.1`. The certificate and key are PEM files; they are reloaded on SIGHUP (a part of
+//! `crate::reload`) and when either file's modification time or size changes (checked every
+//! [`POLL`]). A reload that fails keeps the previous certificate and logs why; new
+//! connections pick up the new one, open connections keep theirs.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -14,6 +14,8 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 use tracing::{debug, info, warn};
+
+use crate::reload::{Part, Reloader};
 
 /// How often the files are checked for changes.
 pub const POLL: Duration = Duration::from_secs(2);
@@ -105,43 +107,50 @@ impl Tls {
         now.is_some() && *self.stamp.lock().unwrap_or_else(|p| p.into_inner()) != now
     }
 
-    /// Reload on SIGHUP and when the files change, for the life of the runtime.
-    pub fn spawn_reloader(self: &Arc<Self>) {
+    /// Re-read the files for a reload; on error the previous configuration stays and a
+    /// half-written file is not retried in a tight loop: the poller waits for the next change.
+    fn reload_or_keep(&self) -> Result<(), String> {
+        let r = self.reload();
+        if r.is_err() {
+            *self.stamp.lock().unwrap_or_else(|p| p.into_inner()) = stamp(&self.cert, &self.key);
+        }
+        r
+    }
+
+    /// Reload on SIGHUP (registered with `reloader`) and when the files change, for the life
+    /// of the certificate. Once per certificate: several endpoints may share it.
+    pub fn watch(self: &Arc<Self>, reloader: &Reloader) {
         if self
             .reloading
             .swap(true, std::sync::atomic::Ordering::SeqCst)
         {
             return;
         }
+        reloader.register(Part::Tls, self, |t| async move {
+            tokio::task::spawn_blocking(move || t.reload_or_keep())
+                .await
+                .map_err(|e| format!("reload task: {e}"))??;
+            Ok("TLS certificate reloaded".to_owned())
+        });
         let me = Arc::downgrade(self);
         tokio::spawn(async move {
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut hup = match signal(SignalKind::hangup()) {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    warn!("cannot watch SIGHUP for certificate reloads: {e}");
-                    None
-                }
-            };
+            let mut every = tokio::time::interval_at(tokio::time::Instant::now() + POLL, POLL);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
-                let by_signal = tokio::select! {
-                    _ = async { match hup.as_mut() { Some(h) => { h.recv().await; } None => std::future::pending().await } } => true,
-                    _ = tokio::time::sleep(POLL) => false,
-                };
+                every.tick().await;
                 let Some(t) = me.upgrade() else { break };
-                if !by_signal && !t.changed() {
-                    continue;
-                }
-                match t.reload() {
-                    Ok(()) => info!(
-                        cause = if by_signal { "SIGHUP" } else { "file change" },
-                        "TLS certificate reloaded"
-                    ),
-                    Err(e) => {
-                        warn!("TLS certificate reload failed; keeping the previous one: {e}");
-                        // Do not retry a half-written file in a tight loop: wait for the next change.
-                        *t.stamp.lock().unwrap_or_else(|p| p.into_inner()) = stamp(&t.cert, &t.key);
+                let changed = {
+                    let t = t.clone();
+                    tokio::task::spawn_blocking(move || t.changed().then(|| t.reload_or_keep()))
+                        .await
+                };
+                match changed {
+                    Ok(None) => {}
+                    Ok(Some(Ok(()))) => info!(cause = "file change", "TLS certificate reloaded"),
+                    Ok(Some(Err(e))) => {
+                        warn!("TLS certificate reload failed; keeping the previous one: {e}")
                     }
+                    Err(e) => warn!("TLS certificate check failed: {e}"),
                 }
             }
         });

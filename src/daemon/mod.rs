@@ -5,8 +5,9 @@
 //! (`LISTEN_FDS`), the readiness protocol ([`notify`]), and SIGHUP reload: added servers start,
 //! removed ones drain and stop, changed ones restart (the new child starts before the old one
 //! drains), unchanged ones are not touched; auth settings are rebuilt and swapped into every
-//! running face (`auth::AuthSlot`) (unchanged ones re-read token files and JWKS on their own); a
-//! configuration that does not load is rejected with a log line and the running one stays.
+//! running face (`auth::AuthSlot`) (unchanged ones re-read token files and JWKS as parts of the
+//! same pass of `crate::reload`); a configuration that does not load is rejected with a log line
+//! and the running one stays.
 //! Plain `serve` gets the same readiness protocol and SIGHUP (its plan is rebuilt from the
 //! flags, so token files, JWKS, certificates and a url server's token are read again).
 
@@ -29,6 +30,7 @@ use crate::cli::{CheckConfigArgs, ServeArgs};
 use crate::cluster::Cluster;
 use crate::config::{self, Given, Plan, ServerSpec, Sources};
 use crate::metrics::Metrics;
+use crate::reload::{Hangups, Part, Reloader};
 use router::{Router, Routes, ServerRt};
 
 const EX_USAGE: u8 = 64;
@@ -185,6 +187,7 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
     };
     let metrics = Arc::new(Metrics::new());
     let d = Daemon {
+        reloader: Reloader::new(Some(&metrics)),
         sources,
         args,
         given,
@@ -226,6 +229,9 @@ struct Daemon {
     /// changes the auth settings (the certificate object stays: it reloads itself).
     security: Mutex<Arc<Prepared>>,
     metrics: Arc<Metrics>,
+    /// What SIGHUP reloads: the configuration (registered first), then every certificate,
+    /// token file and JWKS in the order the servers registered them.
+    reloader: Arc<Reloader>,
     bound: Vec<SocketAddr>,
     loopback: bool,
     /// The configuration running now.
@@ -289,7 +295,7 @@ impl Daemon {
         http.cluster = self.cluster.clone();
         let http = self
             .endpoint(security, spec, plan)
-            .finish(http, self.first_bound())
+            .finish(http, self.first_bound(), &self.reloader)
             .await
             .map_err(|e| StartError::Auth(named(e)))?;
         ServerRt::start(
@@ -317,14 +323,14 @@ impl Daemon {
 /// `bad_input` is the exit code for a server whose auth settings cannot be set up.
 async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: ExitCode) -> ExitCode {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+    let (Ok(mut term), Ok(mut int)) = (
         signal(SignalKind::terminate()),
         signal(SignalKind::interrupt()),
-        signal(SignalKind::hangup()),
     ) else {
         error!("cannot install signal handlers");
         return ExitCode::FAILURE;
     };
+    let mut hup = Hangups::watch();
     let plan = d.plan();
     let listeners = match bind_listeners(&plan, adopted).await {
         Ok(l) => l,
@@ -340,13 +346,16 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
     if let Err(code) = serve_metrics(&plan, &d.metrics, &metrics_stop).await {
         return code;
     }
+    let d = Arc::new(d);
+    // First in every pass: a changed configuration replaces auth before the parts re-read.
+    d.reloader
+        .register(Part::Config, &d, |d| async move { d.reload_config().await });
     if let Err(code) = start_all(&d, &plan, bad_input).await {
         return code;
     }
     let stop_accepting = CancellationToken::new();
     let loops = spawn_accept_loops(&d, &plan, listeners, &stop_accepting);
     info!("servers: {}", router::describe(&d.router.current()));
-    let d = Arc::new(d);
     announce_ready(&d).await;
     let watchdog_stop = CancellationToken::new();
     if let Some(p) = notify::watchdog_period() {
@@ -358,7 +367,7 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         tokio::select! {
             _ = term.recv() => { info!("SIGTERM received"); break; }
             _ = int.recv() => { info!("SIGINT received"); break; }
-            _ = hup.recv() => d.reload().await,
+            _ = hup.recv() => d.on_hangup().await,
         }
     }
 

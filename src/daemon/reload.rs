@@ -58,20 +58,24 @@ fn keeps(rt: &ServerRt, spec: &crate::config::ServerSpec, new: &Plan) -> bool {
 }
 
 impl Daemon {
-    /// SIGHUP: re-read the configuration and apply the difference (see the module comment).
-    pub(super) async fn reload(&self) {
+    /// SIGHUP: one pass of the reloader (the configuration first, then every certificate,
+    /// token file and JWKS), inside systemd's RELOADING=1 ... READY=1.
+    pub(super) async fn on_hangup(&self) {
         notify::reloading();
+        self.reloader.reload_all().await;
+        notify::ready(&self.status());
+    }
+
+    /// The configuration's part of a pass: re-read it and apply the difference (see the
+    /// module comment); on an error the running configuration stays.
+    pub(super) async fn reload_config(&self) -> Result<String, String> {
         if is_solo(&self.sources) {
-            info!(
-                "SIGHUP received: reloading what can be reloaded (certificates, token files, JWKS)"
-            );
+            info!("SIGHUP received: re-reading the flags' files (certificates, token files, JWKS)");
         } else {
             info!("SIGHUP: re-reading the configuration");
         }
-        if let Err(e) = self.try_reload().await {
-            warn!("configuration reload rejected; the running configuration stays: {e}");
-        }
-        notify::ready(&self.status());
+        self.try_reload().await?;
+        Ok("configuration reload done".to_owned())
     }
 
     async fn try_reload(&self) -> Result<(), String> {
@@ -111,7 +115,7 @@ impl Daemon {
             info!("authentication settings reloaded");
             *self.security.lock().unwrap_or_else(|p| p.into_inner()) = security;
         }
-        // Unchanged settings: token files and the JWKS re-read themselves on SIGHUP.
+        // Unchanged settings: token files and the JWKS are the next parts of this pass.
         *self.plan.lock().unwrap_or_else(|p| p.into_inner()) = new;
         for rt in started.retired {
             let hurry = self.hurry.clone();
@@ -149,7 +153,7 @@ impl Daemon {
             }
             let auth = self
                 .endpoint(security, spec, new)
-                .build_auth(&rt.app.cfg.path, self.first_bound())
+                .build_auth(&rt.app.cfg.path, self.first_bound(), &self.reloader)
                 .await
                 .map_err(|e| format!("server {:?}: {e}", spec.name))?;
             out.push((rt.clone(), auth));

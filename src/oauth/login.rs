@@ -492,7 +492,7 @@ pub async fn authorize(
     let serve = serve_callback(listener, state.secret().clone(), tx);
     let code = tokio::select! {
         r = rx.recv() => r.unwrap_or_else(|| Err("the callback listener stopped".into()))?,
-        () = serve => return Err("the callback listener stopped".into()),
+        why = serve => return Err(format!("the callback listener stopped: {why}")),
         () = tokio::time::sleep(settings.timeout) => {
             return Err(format!(
                 "no OAuth callback within {} s (--oauth-timeout): the login was not completed",
@@ -543,17 +543,34 @@ fn open_browser(url: &str, limit: Duration) {
     }
 }
 
-/// Serve the callback until the sender is used (or dropped with the listener).
-async fn serve_callback(listener: TcpListener, state: String, tx: mpsc::Sender<Callback>) {
+/// Most connections the callback listener serves at once (a browser opens a few).
+const CALLBACK_CONNS: usize = 32;
+
+/// Serve the callback until the sender is used (or dropped with the listener); the
+/// connections' tasks end with it. Returns only when the listener fails (out of descriptors
+/// or the like): the login then ends with that reason instead of retrying on a timer.
+async fn serve_callback(
+    listener: TcpListener,
+    state: String,
+    tx: mpsc::Sender<Callback>,
+) -> String {
     let slot = Arc::new(Mutex::new(Some(tx)));
+    let mut conns = tokio::task::JoinSet::new();
     loop {
-        let Ok((sock, _)) = listener.accept().await else {
-            // Out of descriptors or the like: do not spin.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            continue;
+        let sock = match listener.accept().await {
+            Ok((sock, _)) => sock,
+            Err(e) => {
+                warn!("the OAuth callback listener failed: {e}");
+                return e.to_string();
+            }
         };
+        while conns.try_join_next().is_some() {}
+        if conns.len() >= CALLBACK_CONNS {
+            debug!("OAuth callback: {CALLBACK_CONNS} connections open already; one refused");
+            continue;
+        }
         let (slot, state) = (slot.clone(), state.clone());
-        tokio::spawn(async move {
+        conns.spawn(async move {
             let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
                 let r = callback_answer(req.uri().path(), req.uri().query(), &state, &slot);
                 async move { Ok::<_, Infallible>(r) }

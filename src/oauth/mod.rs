@@ -368,7 +368,8 @@ impl OAuth {
         };
         let stored = self
             .store
-            .load()
+            .read()
+            .await
             .filter(|r| r.server == discovery::canonical(&self.server));
         let Some(r) = stored.filter(|r| r.token.is_some() && r.token.as_ref() != had) else {
             return Ok((lock, None));
@@ -414,20 +415,22 @@ impl OAuth {
                     token: Some(t),
                     ..rec
                 })
+                .await
                 .ok_or_else(|| "the new token is not a valid header".to_owned())
             }
             Err(GrantError::InvalidGrant) => {
                 info!("the refresh token was refused (invalid_grant): a new login is needed");
-                self.keep(Record { token: None, ..rec });
+                self.keep(Record { token: None, ..rec }).await;
                 Err("invalid_grant".into())
             }
             Err(GrantError::Other(e)) => Err(e),
         }
     }
 
-    /// Keep `r` in memory and on disk; the header value of its token.
-    fn keep(&self, r: Record) -> Option<HeaderValue> {
-        if let Err(e) = self.store.save(&r) {
+    /// Keep `r` in memory and on disk (written off the runtime's threads); the header value
+    /// of its token.
+    async fn keep(&self, r: Record) -> Option<HeaderValue> {
+        if let Err(e) = self.store.write(r.clone()).await {
             warn!(
                 "cannot save the login to {}: {e}",
                 self.store.path().display()
@@ -512,7 +515,7 @@ impl OAuth {
                 login::device_endpoint(&found.server).map_err(Recover::Failed)?;
                 let client = self.client(&found, "").await?;
                 rec.client = Some(client.clone());
-                self.keep(rec.clone());
+                self.keep(rec.clone()).await;
                 login::device(
                     &self.fetch,
                     &found.server,
@@ -561,6 +564,7 @@ impl OAuth {
             ..token
         });
         self.keep(rec)
+            .await
             .ok_or_else(|| Recover::Failed("the token is not a valid header value".into()))
     }
 
@@ -603,7 +607,7 @@ impl OAuth {
         let client = self.client(found, &redirect).await?;
         rec.client = Some(client.clone());
         // Keep the registration even if the login below fails: it is reused next time.
-        self.keep(rec.clone());
+        self.keep(rec.clone()).await;
         login::authorize(
             &self.fetch,
             &found.server,

@@ -113,7 +113,10 @@ pub fn default_dir() -> Option<PathBuf> {
 #[derive(Debug)]
 pub struct LoginLock(#[allow(dead_code)] std::fs::File);
 
-/// The file of one server's login.
+/// The file of one server's login. The file I/O is synchronous ([`Store::load`],
+/// [`Store::save`]: for the `auth` subcommands, which run no runtime); the OAuth client uses
+/// [`Store::read`], [`Store::write`] and [`Store::lock`], which keep it off the runtime's
+/// threads.
 #[derive(Debug, Clone)]
 pub struct Store {
     dir: PathBuf,
@@ -165,7 +168,33 @@ impl Store {
     /// `<file>.lock`, released when the holder exits, however it exits), waited for up to
     /// `wait`. Copies of the bridge started together log in once: the holder logs in or
     /// refreshes, the others then read its tokens from the file.
+    ///
+    /// The wait is a blocking `flock` (no polling) on a thread of its own, bounded here by
+    /// `wait`: when the wait runs out first, the thread closes the file (giving the lock up
+    /// at once) as soon as the holder lets it go. It is a plain thread, not the runtime's
+    /// blocking pool, so that a process stopping meanwhile does not wait for the holder.
     pub async fn lock(&self, wait: Duration) -> Result<LoginLock, String> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("oauth-lock".into())
+            .spawn(move || {
+                // Nobody waiting any more: the lock (if taken) is released as `f` drops.
+                let _ = tx.send(me.lock_blocking());
+            })
+            .map_err(|e| format!("cannot start the login lock's thread: {e}"))?;
+        match tokio::time::timeout(wait, rx).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err("the login lock's thread ended without an answer".into()),
+            Err(_) => Err(format!(
+                "another mcp-bridge is logging in to this server and did not finish within {} s",
+                wait.as_secs()
+            )),
+        }
+    }
+
+    /// Open `<file>.lock` (0600, in the 0700 folder) and wait for its `flock`.
+    fn lock_blocking(&self) -> Result<LoginLock, String> {
         self.make_dir()
             .map_err(|e| format!("{}: {e}", self.dir.display()))?;
         let path = self.file.with_extension("lock");
@@ -176,25 +205,25 @@ impl Store {
             .mode(0o600)
             .open(&path)
             .map_err(|e| format!("{}: {e}", path.display()))?;
-        let until = tokio::time::Instant::now() + wait;
-        loop {
-            match f.try_lock() {
-                Ok(()) => return Ok(LoginLock(f)),
-                Err(std::fs::TryLockError::WouldBlock) if tokio::time::Instant::now() < until => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(format!(
-                        "another mcp-bridge is logging in to this server and did not finish \
-                         within {} s",
-                        wait.as_secs()
-                    ))
-                }
-                Err(std::fs::TryLockError::Error(e)) => {
-                    return Err(format!("{}: {e}", path.display()))
-                }
-            }
-        }
+        f.lock().map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(LoginLock(f))
+    }
+
+    /// [`Store::load`] off the runtime's threads.
+    pub async fn read(&self) -> Option<Record> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.load())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    /// [`Store::save`] off the runtime's threads.
+    pub async fn write(&self, r: Record) -> std::io::Result<()> {
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.save(&r))
+            .await
+            .map_err(std::io::Error::other)?
     }
 
     /// Write `r` atomically with mode 0600 in a 0700 folder.
@@ -290,6 +319,41 @@ mod tests {
         assert_ne!(other.path(), s.path());
         let text = std::fs::read_to_string(s.path()).unwrap();
         assert!(text.contains("\"version\": 1"), "{text}");
+    }
+
+    /// The lock is a bounded wait: a second taker gives up after its wait, and a waiter that
+    /// gave up does not keep the lock when it comes (its thread closes the file).
+    #[tokio::test]
+    async fn the_login_lock_waits_bounded_and_passes_on() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(&d.path().join("oauth"), &["x"]);
+        let held = s.lock(Duration::from_secs(5)).await.unwrap();
+        let t0 = std::time::Instant::now();
+        let e = s.lock(Duration::from_millis(200)).await.unwrap_err();
+        assert!(e.contains("did not finish within"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+        let s2 = s.clone();
+        let waiter = tokio::spawn(async move { s2.lock(Duration::from_secs(20)).await });
+        drop(held);
+        let next = waiter.await.unwrap().unwrap();
+        drop(next);
+        // Free again although the waiter that gave up was still queued for it.
+        s.lock(Duration::from_secs(20)).await.unwrap();
+        let lock = s.path().with_extension("lock");
+        let mode = std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[tokio::test]
+    async fn read_and_write_off_the_runtime_match_load_and_save() {
+        let d = tempfile::tempdir().unwrap();
+        let s = Store::new(&d.path().join("oauth"), &["y"]);
+        assert!(s.read().await.is_none());
+        s.write(record()).await.unwrap();
+        assert_eq!(s.read().await, Some(record()));
+        assert_eq!(s.load(), Some(record()));
+        let mode = std::fs::metadata(s.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
     }
 
     #[test]
