@@ -1,0 +1,320 @@
+//! Issue 22: the era rules the core (`src/core`) owns, each run through {serve, connect} ×
+//! {2025 child, 2026 child, pool, 2025 remote, 2026 remote} × {2025 caller, 2026 caller},
+//! expecting the same observable outcome from both faces. Rows that a rule does not concern
+//! (rule 2 and 3 toward a 2026 upstream, rule 6 for a 2026 caller) are not run.
+//!
+//! - serve: an HTTP client in front of `serve` holding the upstream;
+//! - connect: a stdio host in front of `connect --protocol <upstream era>` in front of that
+//!   same `serve` (so connect's own upstream is a remote of the named era).
+//!
+//! The 2025 upstream is `tests/fixtures/strict_legacy_server.py`: it refuses the 2026
+//! envelope in `_meta` (as the Python SDK does in a 2025 session), and asks `roots/list`
+//! right after `initialize` with nobody to ask. The 2026 upstream is `serve --demo`.
+
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::*;
+
+const T: Duration = Duration::from_secs(20);
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Up {
+    Child2025,
+    Child2026,
+    Pool,
+    Remote2025,
+    Remote2026,
+}
+
+impl Up {
+    fn legacy(self) -> bool {
+        matches!(self, Up::Child2025 | Up::Pool | Up::Remote2025)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Face {
+    Serve,
+    Connect,
+}
+
+fn strict() -> String {
+    format!(
+        "{}/tests/fixtures/strict_legacy_server.py",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+/// The `serve` holding `up` (and the far bridge behind it, for a remote), kept alive.
+async fn serve_for(up: Up) -> (Bridge, Option<Bridge>) {
+    let s = strict();
+    let child = ["--port", "0", "--", "python3", s.as_str()];
+    match up {
+        Up::Child2025 => (Bridge::serve(&child).await, None),
+        Up::Pool => {
+            let mut a = vec!["--pool-min", "2", "--pool-max", "2"];
+            a.extend_from_slice(&child);
+            (Bridge::serve(&a).await, None)
+        }
+        Up::Child2026 => (Bridge::demo(&["--demo-era", "modern"]).await, None),
+        Up::Remote2025 => {
+            let mut a = vec!["--isolation", "session"];
+            a.extend_from_slice(&child);
+            let far = Bridge::serve(&a).await;
+            let near =
+                Bridge::serve(&["--port", "0", "--upstream", &far.url, "--protocol", LEGACY]).await;
+            (near, Some(far))
+        }
+        Up::Remote2026 => {
+            let far = Bridge::demo(&["--demo-era", "modern"]).await;
+            let near =
+                Bridge::serve(&["--port", "0", "--upstream", &far.url, "--protocol", MODERN]).await;
+            (near, Some(far))
+        }
+    }
+}
+
+/// One caller, of either era, on either face.
+enum Caller {
+    Modern { c: reqwest::Client, url: String },
+    Session(Session),
+    Host { h: Box<Host>, modern: bool },
+}
+
+/// What a request got: its final message and the `notifications/message` before it.
+struct Got {
+    fin: Value,
+    logs: Vec<Value>,
+}
+
+impl Caller {
+    async fn open(face: Face, up: Up, modern: bool, url: &str) -> (Caller, Option<Value>) {
+        match (face, modern) {
+            (Face::Serve, true) => (
+                Caller::Modern {
+                    c: client(),
+                    url: url.to_owned(),
+                },
+                None,
+            ),
+            (Face::Serve, false) => {
+                let s = Session::open(&client(), url).await;
+                let init = s.init.clone();
+                (Caller::Session(s), Some(init))
+            }
+            (Face::Connect, _) => {
+                let pin = if up.legacy() { LEGACY } else { MODERN };
+                let mut h = Host::start(url, &["--protocol", pin]);
+                let init = (!modern).then(|| h.initialize(LEGACY, json!({})));
+                (
+                    Caller::Host {
+                        h: Box::new(h),
+                        modern,
+                    },
+                    init,
+                )
+            }
+        }
+    }
+
+    /// `method` with `params`; a 2026 caller adds the required `_meta` plus `meta`.
+    async fn request(&mut self, id: &str, method: &str, params: Value, meta: Value) -> Got {
+        let modern_params = || {
+            let mut p = modern_request(json!(id), method, params.clone())["params"].clone();
+            for (k, v) in meta.as_object().into_iter().flatten() {
+                p["_meta"][k] = v.clone();
+            }
+            p
+        };
+        match self {
+            Caller::Modern { c, url } => {
+                let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": modern_params()});
+                let r = post_modern(c, url, &body).await;
+                let logs = r.notifications("notifications/message").into_iter().cloned().collect();
+                Got { fin: r.last().clone(), logs }
+            }
+            Caller::Session(s) => {
+                let r = s.request(json!(id), method, params).await;
+                let logs = r.notifications("notifications/message").into_iter().cloned().collect();
+                Got { fin: r.last().clone(), logs }
+            }
+            Caller::Host { h, modern } => {
+                let p = if *modern { modern_params() } else { params };
+                h.request(json!(id), method, p);
+                let fin = h.response(&json!(id), T);
+                let logs = h
+                    .drain(Duration::ZERO)
+                    .into_iter()
+                    .filter(|m| m["method"] == "notifications/message")
+                    .collect();
+                Got { fin, logs }
+            }
+        }
+    }
+
+    async fn tool(&mut self, id: &str, name: &str, args: Value, meta: Value) -> Got {
+        self.request(id, "tools/call", json!({"name": name, "arguments": args}), meta)
+            .await
+    }
+}
+
+fn text_of(fin: &Value) -> String {
+    fin["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text result in {fin}"))
+        .to_owned()
+}
+
+/// Every rule for one face, one upstream, one caller era.
+async fn row(face: Face, up: Up, modern: bool) {
+    let (serve, _far) = serve_for(up).await;
+    let (mut c, init) = Caller::open(face, up, modern, &serve.url).await;
+    let tag = format!("{face:?} × {up:?} × {} caller", if modern { 2026 } else { 2025 });
+
+    // Rule 6: a 2025 caller's InitializeResult, built from the upstream's, at its version.
+    if let Some(init) = init {
+        assert_eq!(init["protocolVersion"], LEGACY, "{tag}: {init}");
+        if up.legacy() {
+            assert_eq!(init["serverInfo"]["name"], "strict-legacy", "{tag}: {init}");
+            assert_eq!(init["instructions"], "strict", "{tag}: {init}");
+        }
+        assert!(init.get("resultType").is_none(), "{tag}: {init}");
+    }
+
+    // Rule 2: a 2026 caller's envelope never reaches a 2025 upstream (it would refuse it).
+    let g = c.tool("echo", "echo", json!({"text": "hi"}), json!({})).await;
+    assert_eq!(text_of(&g.fin), "hi", "{tag}: {}", g.fin);
+
+    if up.legacy() {
+        // Rule 1: a 2026 request without a logLevel gets no log message; with one, only what
+        // is at or above it. A 2025 caller gets its session's messages.
+        let g = c.tool("log-none", "log", json!({"level": "warning"}), json!({})).await;
+        assert_eq!(text_of(&g.fin), "logged", "{tag}");
+        if modern {
+            assert!(g.logs.is_empty(), "{tag}: no logLevel, got {:?}", g.logs);
+            let lvl = json!({"io.modelcontextprotocol/logLevel": "error"});
+            let g = c.tool("log-below", "log", json!({"level": "warning"}), lvl.clone()).await;
+            assert!(g.logs.is_empty(), "{tag}: below error, got {:?}", g.logs);
+            let g = c.tool("log-at", "log", json!({"level": "critical"}), lvl).await;
+            assert_eq!(g.logs.len(), 1, "{tag}: at or above error: {:?}", g.logs);
+            assert_eq!(g.logs[0]["params"]["level"], "critical", "{tag}");
+        } else {
+            assert_eq!(g.logs.len(), 1, "{tag}: a 2025 session's message: {:?}", g.logs);
+        }
+
+        // Rule 3: a requestState that is not a string is refused, not run as a new call.
+        if modern {
+            let p = json!({"name": "echo", "arguments": {"text": "x"}, "requestState": 42});
+            let g = c.request("state", "tools/call", p, json!({})).await;
+            assert_eq!(g.fin["error"]["code"], -32602, "{tag}: {}", g.fin);
+            let p = json!({"name": "echo", "arguments": {"text": "x"}, "requestState": "forged"});
+            let g = c.request("state2", "tools/call", p, json!({})).await;
+            assert_eq!(g.fin["error"]["code"], -32602, "{tag}: {}", g.fin);
+        }
+
+        // Rule 5: the server's `roots/list` with nobody to ask is answered with no roots.
+        let until = Instant::now() + T;
+        loop {
+            let g = c.tool("roots", "last_roots", json!({}), json!({})).await;
+            let got: Value = serde_json::from_str(&text_of(&g.fin)).unwrap();
+            if !got.is_null() {
+                assert_eq!(got, json!({"roots": []}), "{tag}");
+                break;
+            }
+            assert!(Instant::now() < until, "{tag}: the server was never answered");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+/// Rule 4: a 2026 caller's listen on a 2025 upstream is acknowledged once what the upstream
+/// sends can reach it: a change right after the acknowledgement arrives.
+async fn listen_row(face: Face, up: Up) {
+    let tag = format!("{face:?} × {up:?}: listen");
+    let far = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let near = match up {
+        Up::Remote2025 => Some(
+            Bridge::serve(&["--port", "0", "--upstream", &far.url, "--protocol", LEGACY]).await,
+        ),
+        _ => None,
+    };
+    let url = near.as_ref().map_or(far.url.clone(), |n| n.url.clone());
+    let listen = json!({"notifications": {"toolsListChanged": true}});
+    let notify = json!({"name": "notify", "arguments": {"kind": "tools"}});
+    let changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
+    match face {
+        Face::Serve => {
+            let c = client();
+            let body = modern_request(json!("L"), "subscriptions/listen", listen);
+            let mut s = open_modern_stream(&c, &url, &body).await;
+            let ack = s.next(T).await.expect("acknowledgement");
+            assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{tag}");
+            assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{tag}: {ack}");
+            let r = post_modern(&c, &url, &modern_request(json!(1), "tools/call", notify)).await;
+            assert!(r.last().get("result").is_some(), "{tag}: {:?}", r.last());
+            let until = Instant::now() + T;
+            loop {
+                let m = s.next(until - Instant::now()).await;
+                let m = m.unwrap_or_else(|| panic!("{tag}: no list_changed on the listen"));
+                if changed(&m) {
+                    break;
+                }
+            }
+        }
+        Face::Connect => {
+            let mut h = Host::start(&url, &["--protocol", LEGACY]);
+            let mut p = listen;
+            p["_meta"] = modern_meta();
+            h.request(json!("L"), "subscriptions/listen", p);
+            let ack = h.wait_for("acknowledgement", T, |m| {
+                m["method"] == "notifications/subscriptions/acknowledged"
+            });
+            assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{tag}: {ack}");
+            let mut p = notify;
+            p["_meta"] = modern_meta();
+            h.request(json!(1), "tools/call", p);
+            h.wait_for("list_changed", T, changed);
+        }
+    }
+}
+
+macro_rules! rows {
+    ($($name:ident: $face:expr, $up:expr;)*) => {$(
+        #[tokio::test(flavor = "multi_thread")]
+        async fn $name() {
+            row($face, $up, false).await;
+            row($face, $up, true).await;
+        }
+    )*};
+}
+
+rows! {
+    serve_2025_child: Face::Serve, Up::Child2025;
+    serve_2026_child: Face::Serve, Up::Child2026;
+    serve_pool: Face::Serve, Up::Pool;
+    serve_2025_remote: Face::Serve, Up::Remote2025;
+    serve_2026_remote: Face::Serve, Up::Remote2026;
+    connect_2025_child: Face::Connect, Up::Child2025;
+    connect_2026_child: Face::Connect, Up::Child2026;
+    connect_pool: Face::Connect, Up::Pool;
+    connect_2025_remote: Face::Connect, Up::Remote2025;
+    connect_2026_remote: Face::Connect, Up::Remote2026;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn listen_on_a_2025_upstream() {
+    for (face, up) in [
+        (Face::Serve, Up::Child2025),
+        (Face::Serve, Up::Remote2025),
+        (Face::Connect, Up::Child2025),
+        (Face::Connect, Up::Remote2025),
+    ] {
+        listen_row(face, up).await;
+    }
+}
