@@ -237,14 +237,28 @@ async fn row(face: Face, up: Up, modern: bool) {
 /// sends can reach it: a change right after the acknowledgement arrives.
 async fn listen_row(face: Face, up: Up) {
     let tag = format!("{face:?} × {up:?}: listen");
-    let far = Bridge::demo(&["--demo-era", "legacy"]).await;
+    // The bridge in front of the caller counts its requests (listens included) once.
+    const M: [&str; 2] = ["--metrics-listen", "127.0.0.1:0"];
+    let front_metrics = face == Face::Serve && up != Up::Remote2025;
+    let mut demo = vec!["--demo-era", "legacy"];
+    if front_metrics {
+        demo.extend_from_slice(&M);
+    }
+    let far = Bridge::demo(&demo).await;
     let near = match up {
-        Up::Remote2025 => Some(
-            Bridge::serve(&["--port", "0", "--upstream", &far.url, "--protocol", LEGACY]).await,
-        ),
+        Up::Remote2025 => {
+            let mut a = vec!["--port", "0", "--upstream", &far.url, "--protocol", LEGACY];
+            if face == Face::Serve {
+                a.extend_from_slice(&M);
+            }
+            Some(Bridge::serve(&a).await)
+        }
         _ => None,
     };
     let url = near.as_ref().map_or(far.url.clone(), |n| n.url.clone());
+    let listens = |text: &str| {
+        metric_sum(text, "mcp_bridge_jsonrpc_requests_total", &[("method", "subscriptions/listen")])
+    };
     let listen = json!({"notifications": {"toolsListChanged": true}});
     let notify = json!({"name": "notify", "arguments": {"kind": "tools"}});
     let changed = |m: &Value| m["method"] == "notifications/tools/list_changed";
@@ -266,9 +280,12 @@ async fn listen_row(face: Face, up: Up) {
                     break;
                 }
             }
+            let front = near.as_ref().unwrap_or(&far);
+            let text = scrape(&c, &metrics_url(front).await).await;
+            assert_eq!(listens(&text), 1.0, "{tag}: one listen, counted once");
         }
         Face::Connect => {
-            let mut h = Host::start(&url, &["--protocol", LEGACY]);
+            let mut h = Host::start(&url, &["--protocol", LEGACY, M[0], M[1]]);
             let mut p = listen;
             p["_meta"] = modern_meta();
             h.request(json!("L"), "subscriptions/listen", p);
@@ -280,6 +297,8 @@ async fn listen_row(face: Face, up: Up) {
             p["_meta"] = modern_meta();
             h.request(json!(1), "tools/call", p);
             h.wait_for("list_changed", T, changed);
+            let text = scrape(&client(), &metrics_url(&h).await).await;
+            assert_eq!(listens(&text), 1.0, "{tag}: one listen, counted once");
         }
     }
 }

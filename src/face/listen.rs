@@ -86,7 +86,6 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
         .and_then(Fields::parse)
         .and_then(|f| f.get("notifications"));
     let mut honoured = Honoured::from(filter, &caps);
-    app.metrics.rpc_request(&app.server, "subscriptions/listen");
     // Subscribe the child to the resources asked for (once per URI across listeners).
     let mut kept = Vec::new();
     for uri in std::mem::take(&mut honoured.uris) {
