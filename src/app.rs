@@ -11,13 +11,27 @@ use crate::upstream::remote_upstream::RemoteUpstream;
 /// end of each `block_on` that nothing the subcommand spawned outlives it.
 pub struct Runtime(tokio::runtime::Runtime);
 
+/// How long the exit check lets tasks that have just finished be released (see
+/// [`Runtime::block_on`]).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
+
 impl Runtime {
     /// Run `f` to completion; then log how many tokio tasks are still alive. Every task the
     /// bridge spawns is owned (joined, aborted or tracked) and `f` is not a task itself, so
     /// the number is 0 unless something leaked (the shutdown tests read this line).
+    ///
+    /// A task counts as alive until tokio has released it, a few microseconds *after* its
+    /// awaiter (a `JoinHandle`, a `TaskTracker`) has seen it finish; tokio has no signal for
+    /// that release, so the check looks again (yielding the thread, bounded by `SETTLE`)
+    /// while the count is above 0. A leaked task is still there after it.
     pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         let out = self.0.block_on(f);
-        let alive = self.0.metrics().num_alive_tasks();
+        let m = self.0.metrics();
+        let until = std::time::Instant::now() + SETTLE;
+        while m.num_alive_tasks() > 0 && std::time::Instant::now() < until {
+            std::thread::yield_now();
+        }
+        let alive = m.num_alive_tasks();
         if alive == 0 {
             tracing::info!(tasks = alive, "runtime: tasks alive at exit");
         } else {
