@@ -11,6 +11,11 @@ use crate::upstream::remote_upstream::RemoteUpstream;
 /// end of each `block_on` that nothing the subcommand spawned outlives it.
 pub struct Runtime(tokio::runtime::Runtime);
 
+/// How long the runtime, once the subcommand is done, waits for blocking work still running
+/// before the process goes on to exit: a read of stdin (`connect`'s host keeps it open)
+/// cannot be interrupted and would otherwise hold the process until the host closes it.
+const BLOCKING_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// How long the exit check lets tasks that have just finished be released (see
 /// [`Runtime::block_on`]).
 const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
@@ -24,7 +29,9 @@ impl Runtime {
     /// awaiter (a `JoinHandle`, a `TaskTracker`) has seen it finish; tokio has no signal for
     /// that release, so the check looks again (yielding the thread, bounded by `SETTLE`)
     /// while the count is above 0. A leaked task is still there after it.
-    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+    ///
+    /// The runtime is then shut down, waiting at most `BLOCKING_WAIT` for blocking work.
+    pub fn block_on<F: std::future::Future>(self, f: F) -> F::Output {
         let out = self.0.block_on(f);
         let m = self.0.metrics();
         let until = std::time::Instant::now() + SETTLE;
@@ -37,6 +44,7 @@ impl Runtime {
         } else {
             tracing::warn!(tasks = alive, "runtime: tasks alive at exit");
         }
+        self.0.shutdown_timeout(BLOCKING_WAIT);
         out
     }
 }
