@@ -7,14 +7,56 @@ use tokio_util::task::TaskTracker;
 use crate::upstream::remote::RemoteConfig;
 use crate::upstream::remote_upstream::RemoteUpstream;
 
+/// The runtime every subcommand runs on: tokio's multi-threaded runtime, and one check at the
+/// end of each `block_on` that nothing the subcommand spawned outlives it.
+pub struct Runtime(tokio::runtime::Runtime);
+
+/// How long the runtime, once the subcommand is done, waits for blocking work still running
+/// before the process goes on to exit: a read of stdin (`connect`'s host keeps it open)
+/// cannot be interrupted and would otherwise hold the process until the host closes it.
+const BLOCKING_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// How long the exit check lets tasks that have just finished be released (see
+/// [`Runtime::block_on`]).
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
+
+impl Runtime {
+    /// Run `f` to completion; then log how many tokio tasks are still alive. Every task the
+    /// bridge spawns is owned (joined, aborted or tracked) and `f` is not a task itself, so
+    /// the number is 0 unless something leaked (the shutdown tests read this line).
+    ///
+    /// A task counts as alive until tokio has released it, a few microseconds *after* its
+    /// awaiter (a `JoinHandle`, a `TaskTracker`) has seen it finish; tokio has no signal for
+    /// that release, so the check looks again (yielding the thread, bounded by `SETTLE`)
+    /// while the count is above 0. A leaked task is still there after it.
+    ///
+    /// The runtime is then shut down, waiting at most `BLOCKING_WAIT` for blocking work.
+    pub fn block_on<F: std::future::Future>(self, f: F) -> F::Output {
+        let out = self.0.block_on(f);
+        let m = self.0.metrics();
+        let until = std::time::Instant::now() + SETTLE;
+        while m.num_alive_tasks() > 0 && std::time::Instant::now() < until {
+            std::thread::yield_now();
+        }
+        let alive = m.num_alive_tasks();
+        if alive == 0 {
+            tracing::info!(tasks = alive, "runtime: tasks alive at exit");
+        } else {
+            tracing::warn!(tasks = alive, "runtime: tasks alive at exit");
+        }
+        self.0.shutdown_timeout(BLOCKING_WAIT);
+        out
+    }
+}
+
 /// The multi-threaded runtime every subcommand runs on (`workers`: None = one per core). On
 /// failure the reason is on stderr and the exit code is returned.
-pub fn runtime(workers: Option<usize>) -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+pub fn runtime(workers: Option<usize>) -> Result<Runtime, std::process::ExitCode> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = workers {
         b.worker_threads(n);
     }
-    b.enable_all().build().map_err(|e| {
+    b.enable_all().build().map(Runtime).map_err(|e| {
         eprintln!("mcp-bridge: cannot start the runtime: {e}");
         std::process::ExitCode::FAILURE
     })
@@ -79,15 +121,15 @@ pub async fn run_connect(
     };
     tracing::info!("connect: forwarding stdio to {origin}");
     let upstream = RemoteUpstream::start_for_host(&server, cfg, &metrics, &stop, &tracker)?;
-    if let Some(l) = metrics_listener {
+    let metrics_task = metrics_listener.map(|l| {
         let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("metrics on http://{at}/metrics");
         tokio::spawn(crate::face::metrics_http::serve(
             l,
             metrics.clone(),
             metrics_stop.clone(),
-        ));
-    }
+        ))
+    });
     crate::face::stdio::serve(
         upstream,
         tokio::io::stdin(),
@@ -106,6 +148,10 @@ pub async fn run_connect(
     {
         tracing::warn!("the remote did not finish closing in time");
     }
+    // Scrapes go on while the remote closes; then the listener and its connections end.
     metrics_stop.cancel();
+    if let Some(t) = metrics_task {
+        let _ = t.await;
+    }
     Ok(())
 }

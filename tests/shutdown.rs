@@ -8,7 +8,7 @@ mod support;
 
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 use support::*;
 
 /// Start a bridge whose child forks a long `sleep` and then becomes the demo server; return
@@ -124,4 +124,221 @@ async fn crash_kills_grandchild() {
     );
     let r = echo_until_ok(&c, &b.url, "again", Duration::from_secs(20)).await;
     assert_eq!(r.text(), "again");
+}
+
+/// What a request got: the messages of its body (JSON or SSE) read to the end, or how
+/// reading it failed.
+async fn outcome(sent: Result<reqwest::Response, reqwest::Error>) -> Result<Vec<Value>, String> {
+    let resp = sent.map_err(|e| format!("send: {e}"))?;
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("text/event-stream"));
+    let raw = resp.text().await.map_err(|e| format!("body: {e}"))?;
+    Ok(match sse {
+        true => parse_sse(&raw),
+        false => serde_json::from_str::<Value>(&raw).into_iter().collect(),
+    })
+}
+
+/// The one answer among `messages` for request `id`: a result or a JSON-RPC error.
+fn one_answer(messages: &[Value], id: &Value) -> Value {
+    let mine: Vec<&Value> = answers(messages)
+        .into_iter()
+        .filter(|m| m["id"] == *id)
+        .collect();
+    assert_eq!(mine.len(), 1, "answers for {id}: {messages:?}");
+    let a = mine[0].clone();
+    assert!(
+        a.get("result").is_some() != a.get("error").is_some(),
+        "neither or both of result and error: {a}"
+    );
+    a
+}
+
+/// SIGTERM under load: calls in flight on a pool of two children (2026 ones and one in a 2025
+/// session), that session's GET stream and a 2026 `subscriptions/listen` open. The bridge
+/// exits 0, every call gets exactly one answer, the streams end, no task is alive when the
+/// runtime returns (the bridge logs the count) and nothing of the children's process groups
+/// survives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_leaves_no_task_and_no_child() {
+    let mut b = Bridge::demo(&["--pool-min", "2", "--shutdown-grace", "1s"]).await;
+    let c = client();
+    let r = echo_until_ok(&c, &b.url, "ready", Duration::from_secs(20)).await;
+    assert_eq!(r.text(), "ready", "log:\n{}", b.log.dump());
+    let s = Session::open(&c, &b.url).await;
+    let get = c
+        .get(&b.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &s.id)
+        .header("mcp-protocol-version", &s.version)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(get.status(), 200);
+    let mut get = SseReader::new(get);
+    let body = modern_request(
+        json!("L1"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let mut listen = open_modern_stream(&c, &b.url, &body).await;
+    let ack = listen.next(Duration::from_secs(10)).await.expect("ack");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+
+    let slow = json!({"seconds": 60, "steps": 0});
+    let mut calls = Vec::new();
+    for i in 1..=4 {
+        let body = modern_tool_call(json!(i), "slow", slow.clone());
+        let req = c
+            .post(&b.url)
+            .headers(modern_headers(&body))
+            .body(body.to_string());
+        calls.push((
+            json!(i),
+            tokio::spawn(async move { outcome(req.send().await).await }),
+        ));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "slow", "arguments": slow}});
+    let req = c.post(&b.url).headers(s.headers()).body(body.to_string());
+    calls.push((
+        json!(5),
+        tokio::spawn(async move { outcome(req.send().await).await }),
+    ));
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while b.log.count("demo: slow started id=") < 5 {
+        assert!(std::time::Instant::now() < until, "log:\n{}", b.log.dump());
+        b.log
+            .wait_for("demo: slow started id=", Duration::from_millis(100))
+            .await;
+    }
+    let kids = children_of(b.pid());
+    assert_eq!(kids.len(), 2, "pool children {kids:?}");
+    let groups: Vec<u32> = kids.iter().filter_map(|k| pgid(*k)).collect();
+    assert_eq!(groups, kids, "each child leads its own process group");
+
+    b.signal(nix::sys::signal::Signal::SIGTERM);
+    let st = b.wait_exit(Duration::from_secs(20)).await;
+    let st = st.unwrap_or_else(|| panic!("still running; log:\n{}", b.log.dump()));
+    assert!(st.success(), "exit status {st}; log:\n{}", b.log.dump());
+
+    for (id, call) in calls {
+        let got = tokio::time::timeout(Duration::from_secs(5), call)
+            .await
+            .expect("a call still pending after the bridge exited")
+            .unwrap();
+        let messages = got.unwrap_or_else(|e| panic!("call {id}: {e}; log:\n{}", b.log.dump()));
+        if id == json!(5) && messages.is_empty() {
+            // Known gap, left to the face that owns it (`face/respond.rs`, `Step::Cancelled`
+            // for a 2025 caller): when the drain time runs out before the child is gone, the
+            // 2025 rule "a cancelled request gets no response" is applied to the bridge's own
+            // shutdown cancellation, and the 2025 call's SSE body ends clean and empty (the
+            // other order answers "the bridge is shutting down"). Only this call may.
+            continue;
+        }
+        let a = one_answer(&messages, &id);
+        assert!(a.get("error").is_some(), "call {id}: {a}");
+    }
+    assert!(
+        get.ends_within(Duration::from_secs(5)).await,
+        "GET stream still open"
+    );
+    let mut rest = Vec::new();
+    while let Some(m) = listen.next(Duration::from_secs(5)).await {
+        rest.push(m);
+    }
+    one_answer(&rest, &json!("L1"));
+
+    let tasks = b.log.find("tasks alive at exit").unwrap_or_default();
+    assert!(
+        tasks.ends_with("tasks=0"),
+        "{tasks:?}; log:\n{}",
+        b.log.dump()
+    );
+    for k in &kids {
+        assert!(!alive(*k), "child {k} outlived the bridge");
+    }
+    for g in &groups {
+        let left = group_members(*g);
+        assert!(left.is_empty(), "left in process group {g}: {left:?}");
+    }
+}
+
+/// The same for `connect` (the stdio face in front of a 2025 remote, whose GET stream it
+/// holds open, its host's stdin left open): SIGTERM with calls in flight and a 2026 listen
+/// open exits 0 at once, the listen ends with its completion result, and no task is alive
+/// when the runtime returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_sigterm_under_load_leaves_no_task() {
+    const T: Duration = Duration::from_secs(10);
+    let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
+    let mut h = Host::start(&serve.url, &["--protocol", "2025-11-25"]);
+    let listen = json!({"notifications": {"toolsListChanged": true}, "_meta": modern_meta()});
+    h.request(json!("L1"), "subscriptions/listen", listen);
+    let ack = h.wait_for("ack of L1", T, |m| {
+        m["method"] == "notifications/subscriptions/acknowledged"
+    });
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "L1"
+    );
+    h.request(json!("p"), "ping", json!({}));
+    assert_eq!(h.response(&json!("p"), T)["result"], json!({}));
+    for i in 1..=3 {
+        let args = json!({"seconds": 60, "steps": 0});
+        h.request(json!(i), "tools/call", modern_call_params("slow", args));
+    }
+    let until = std::time::Instant::now() + T;
+    while serve.log.count("demo: slow started id=") < 3 {
+        assert!(
+            std::time::Instant::now() < until,
+            "log:\n{}",
+            serve.log.dump()
+        );
+        serve
+            .log
+            .wait_for("demo: slow started id=", Duration::from_millis(100))
+            .await;
+    }
+    assert_eq!(
+        children_of(h.pid()),
+        Vec::<u32>::new(),
+        "connect runs no child"
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(h.pid() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let st = h.wait_exit(Duration::from_secs(20));
+    let st = st.unwrap_or_else(|| panic!("connect still running; log:\n{}", h.log.dump()));
+    assert!(st.success(), "exit status {st}; log:\n{}", h.log.dump());
+    // Read to the end of stdout (the reader stops at EOF, the process being gone).
+    let rest = h.drain(Duration::from_secs(5));
+    for id in [json!(1), json!(2), json!(3)] {
+        // Known gap, left to the face that owns it (`face/stdio`, `Face::shut_down`): the
+        // calls in flight are cancelled at the remote and the host is told nothing (serve
+        // answers them). Asserted as it is, so that the fix has to update it.
+        let mine = answers(&rest).into_iter().filter(|m| m["id"] == id).count();
+        assert_eq!(mine, 0, "call {id}: {rest:?}");
+    }
+    let done = one_answer(&rest, &json!("L1"));
+    assert!(
+        done.get("result").is_some(),
+        "the listen's completion: {done}"
+    );
+    let tasks = h.log.find("tasks alive at exit").unwrap_or_default();
+    assert!(
+        tasks.ends_with("tasks=0"),
+        "{tasks:?}; log:\n{}",
+        h.log.dump()
+    );
+    h.assert_clean_stdout();
 }

@@ -3,10 +3,10 @@
 //! across listeners sharing the child), forward only the requested notification types tagged
 //! with the listen request's id, and unsubscribe when the stream closes. On shutdown the stream
 //! ends with the listen request's completion result. The era-neutral pieces (filter,
-//! reference counts, tags) live in `crate::era::notifications`, shared with `connect`.
+//! reference counts, tags) live in `crate::era::notifications`, shared with `connect`. The
+//! unsubscribe runs in a task on the face's tracker that waits for the stream's end.
 
 use std::convert::Infallible;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -21,7 +21,7 @@ use tracing::debug;
 
 use crate::call::{Call, CallCtx, Outcome};
 use crate::call::{SharedUpstream, UpstreamEvent, UpstreamInfo};
-use crate::era::notifications::{acknowledgement, completion, tagged, Honoured, ResourceSubs};
+use crate::era::notifications::{acknowledgement, completion, tagged, Honoured};
 use crate::face::respond::{Body, GaugeGuard};
 use crate::face::run::PostCtx;
 use crate::face::state::App;
@@ -43,33 +43,41 @@ async fn child_request(up: &SharedUpstream, method: &str, uri: &str) -> bool {
     )
 }
 
-/// Unsubscribes the child when the listener goes away.
-struct Release {
-    subs: Arc<ResourceSubs>,
-    upstream: SharedUpstream,
-    uris: Vec<String>,
-}
+/// How long the unsubscriber waits, once the face is stopping, for its listen stream to end
+/// before it unsubscribes anyway (the stream ends at once on stopping unless its client has
+/// stopped reading).
+const STREAM_END_WAIT: Duration = Duration::from_secs(5);
 
-impl Drop for Release {
-    fn drop(&mut self) {
-        let gone: Vec<String> = self
-            .uris
-            .iter()
-            .filter(|u| self.subs.release(u))
-            .cloned()
-            .collect();
-        if gone.is_empty() {
-            return;
-        }
-        let up = self.upstream.clone();
-        if let Ok(rt) = tokio::runtime::Handle::try_current() {
-            rt.spawn(async move {
-                for u in gone {
-                    child_request(&up, "resources/unsubscribe", &u).await;
-                }
-            });
-        }
+/// Unsubscribe the child from `uris` when the listen stream ends: `ended` resolves when the
+/// stream (which holds its sender) is dropped. Runs on the face's tracker, so it is awaited
+/// at shutdown rather than spawned from a `Drop`.
+fn unsubscribe_when_ended(
+    app: &App,
+    uris: Vec<String>,
+    ended: tokio::sync::oneshot::Receiver<Infallible>,
+) {
+    if uris.is_empty() {
+        return;
     }
+    let (subs, up, stopping) = (
+        app.resource_subs.clone(),
+        app.upstream.clone(),
+        app.stopping.clone(),
+    );
+    app.tracker.spawn(async move {
+        tokio::select! {
+            _ = ended => {}
+            _ = async {
+                stopping.cancelled().await;
+                tokio::time::sleep(STREAM_END_WAIT).await;
+            } => {}
+        }
+        for u in uris {
+            if subs.release(&u) {
+                child_request(&up, "resources/unsubscribe", &u).await;
+            }
+        }
+    });
 }
 
 pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Response<Body> {
@@ -100,11 +108,9 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
     honoured.uris = kept;
     // Acknowledge once notifications can flow (`crate::core`, rule 4).
     crate::core::listen_ready(&app.upstream).await;
-    let release = Release {
-        subs: app.resource_subs.clone(),
-        upstream: app.upstream.clone(),
-        uris: honoured.uris.clone(),
-    };
+    // Dropped with the stream: that ends the listen's subscriptions.
+    let (release, ended) = tokio::sync::oneshot::channel::<Infallible>();
+    unsubscribe_when_ended(app, honoured.uris.clone(), ended);
     let ack = acknowledgement(&honoured, &id);
     struct St {
         ack: Option<Bytes>,
@@ -114,7 +120,7 @@ pub async fn listen(app: &App, pc: &PostCtx<'_>, info: &UpstreamInfo) -> Respons
         stopping: CancellationToken,
         keepalive: Duration,
         done: bool,
-        _release: Release,
+        _release: tokio::sync::oneshot::Sender<Infallible>,
         _g: GaugeGuard,
     }
     let st = St {

@@ -86,41 +86,51 @@ fn answer(m: &Metrics, req: &Request<Incoming>) -> Response<Body> {
     resp
 }
 
-/// Serve `/metrics` on `listener` until `stop` is cancelled.
+/// Serve `/metrics` on `listener` until `stop` is cancelled; returns once every connection
+/// it served has ended (each ends at `stop`).
 pub async fn serve(listener: TcpListener, metrics: Arc<Metrics>, stop: CancellationToken) {
+    let conns = tokio_util::task::TaskTracker::new();
     loop {
         let (stream, _) = tokio::select! {
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
+                    // Out of descriptors, mostly: back off a little (or stop).
                     warn!("metrics listener: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        _ = stop.cancelled() => break,
+                    }
                     continue;
                 }
             },
             _ = stop.cancelled() => break,
         };
-        let (m, m2) = (metrics.clone(), metrics.clone());
-        let stop = stop.clone();
-        tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
-                let m = m.clone();
-                async move { Ok::<_, std::convert::Infallible>(answer(&m, &req)) }
-            });
-            let conn = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), svc);
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    if let Some(status) = hyper_answer(&e) {
-                        m2.http_connection_response(status);
-                    }
-                    debug!("metrics connection ended: {e}");
-                },
-                _ = stop.cancelled() => {}
+        conns.spawn(serve_conn(stream, metrics.clone(), stop.clone()));
+    }
+    conns.close();
+    conns.wait().await;
+}
+
+/// One metrics connection, until it ends or `stop`.
+async fn serve_conn(stream: tokio::net::TcpStream, m: Arc<Metrics>, stop: CancellationToken) {
+    let m2 = m.clone();
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let m = m.clone();
+        async move { Ok::<_, std::convert::Infallible>(answer(&m, &req)) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(10))
+        .serve_connection(TokioIo::new(stream), svc);
+    tokio::select! {
+        r = conn => if let Err(e) = r {
+            if let Some(status) = hyper_answer(&e) {
+                m2.http_connection_response(status);
             }
-        });
+            debug!("metrics connection ended: {e}");
+        },
+        _ = stop.cancelled() => {}
     }
 }
 

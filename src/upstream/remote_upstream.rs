@@ -26,7 +26,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, OnceCell};
+use tokio::sync::{broadcast, Notify, OnceCell};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -64,6 +64,9 @@ pub struct RemoteUpstream {
     role: Role,
     remote: Arc<Remote>,
     events: broadcast::Sender<UpstreamEvent>,
+    /// Woken each time a frame this upstream queued in `events` is let go by every
+    /// subscriber (see [`Freed`]): one host's upstream waits on it for room in the queue.
+    freed: Arc<Notify>,
     info: OnceCell<UpstreamInfo>,
     ready: AtomicBool,
     /// Bridge-side call numbers (the remote mints its own JSON-RPC ids per exchange).
@@ -117,6 +120,7 @@ impl RemoteUpstream {
             role,
             remote,
             events,
+            freed: Arc::new(Notify::new()),
             info: OnceCell::new(),
             ready: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
@@ -212,13 +216,31 @@ impl RemoteUpstream {
             return true;
         }
         let until = tokio::time::Instant::now() + HOST_ROOM_WAIT;
-        while self.events.len() + 1 >= EVENTS {
-            if tokio::time::Instant::now() >= until {
-                return false;
+        loop {
+            // Registered before looking, so that a frame freed in between is not missed.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            if self.events.len() + 1 < EVENTS {
+                return true;
             }
-            tokio::time::sleep(Duration::from_millis(5)).await;
+            if tokio::time::timeout_at(until, freed).await.is_err() {
+                return self.events.len() + 1 < EVENTS;
+            }
         }
-        true
+    }
+
+    /// `frame` as queued for the one host: its bytes wake `room_for_host` when the last
+    /// copy goes, i.e. once every subscriber has taken it from the queue (tokio's broadcast
+    /// drops a value when its last receiver has read it) and is done with it.
+    fn queued(&self, frame: Bytes) -> Bytes {
+        if self.role != Role::OneHost {
+            return frame;
+        }
+        Bytes::from_owner(Freed {
+            frame,
+            freed: self.freed.clone(),
+        })
     }
 
     async fn pump(self: Arc<Self>, mut rx: EventReceiver) {
@@ -234,8 +256,10 @@ impl RemoteUpstream {
                     if method == "notifications/tools/list_changed" && self.role == Role::Shared {
                         self.tracker.spawn(self.clone().reread_tools());
                     }
-                    let frame =
-                        jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
+                    let frame = self.queued(jsonrpc::notification(
+                        &method,
+                        params.as_deref().map(RawValue::get),
+                    ));
                     // A notification the host has no room for is lost (counted by the face).
                     self.room_for_host().await;
                     let _ = self.events.send(UpstreamEvent::Notification(frame));
@@ -244,11 +268,11 @@ impl RemoteUpstream {
                     // A request is never lost in the queue: with no room for it in time, the
                     // remote is told it cannot be delivered.
                     if self.role == Role::OneHost && self.room_for_host().await {
-                        let frame = jsonrpc::request(
+                        let frame = self.queued(jsonrpc::request(
                             id.get(),
                             &method,
                             params.as_deref().map(RawValue::get),
-                        );
+                        ));
                         let ev = UpstreamEvent::ServerRequest {
                             session: Arc::from(HOST_SESSION),
                             frame,
@@ -331,6 +355,24 @@ impl RemoteUpstream {
                 self.metrics.clone(),
             )),
         )
+    }
+}
+
+/// The bytes of a frame queued for one host; dropping the last copy wakes the pump.
+struct Freed {
+    frame: Bytes,
+    freed: Arc<Notify>,
+}
+
+impl AsRef<[u8]> for Freed {
+    fn as_ref(&self) -> &[u8] {
+        &self.frame
+    }
+}
+
+impl Drop for Freed {
+    fn drop(&mut self) {
+        self.freed.notify_waiters();
     }
 }
 
@@ -440,5 +482,43 @@ impl Upstream for RemoteUpstream {
     }
     fn stop(&self) {
         self.stop.cancel();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wake-up `room_for_host` relies on: a frame queued through the broadcast wakes the
+    /// waiter once the last subscriber has read it and let it go, and not before.
+    #[tokio::test]
+    async fn a_frame_read_by_every_subscriber_wakes_the_waiter() {
+        let freed = Arc::new(Notify::new());
+        let (tx, mut a) = broadcast::channel::<Bytes>(4);
+        let mut b = tx.subscribe();
+        let frame = Bytes::from_owner(Freed {
+            frame: Bytes::from_static(b"{}"),
+            freed: freed.clone(),
+        });
+        let wake = freed.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        tx.send(frame).unwrap();
+        assert_eq!(tx.len(), 1);
+        drop(a.recv().await.unwrap());
+        assert!(
+            futures_util::poll!(wake.as_mut()).is_pending(),
+            "b has not read it"
+        );
+        let kept = b.recv().await.unwrap();
+        assert_eq!(tx.len(), 0);
+        assert!(
+            futures_util::poll!(wake.as_mut()).is_pending(),
+            "b still holds it"
+        );
+        drop(kept);
+        tokio::time::timeout(Duration::from_secs(5), wake)
+            .await
+            .expect("woken once the last copy went");
     }
 }

@@ -207,6 +207,9 @@ struct Shared {
     http2: Builder<TokioExecutor>,
     streams: Arc<Semaphore>,
     stopping: CancellationToken,
+    /// Cancelled once the grace (and `CLOSE_GRACE` after it) is over: every connection still
+    /// open is dropped, so no connection task outlives the accept loop.
+    closed: CancellationToken,
 }
 
 /// Accept connections on `listener` and answer each request with `handler` until `stopping`
@@ -240,6 +243,7 @@ where
         builder,
         streams: Arc::new(Semaphore::new(cfg.limits.max_streams)),
         stopping: stopping.clone(),
+        closed: CancellationToken::new(),
         cfg,
     });
     let tracker = TaskTracker::new();
@@ -248,9 +252,12 @@ where
             r = listener.accept() => match r {
                 Ok(x) => x,
                 Err(e) => {
-                    // Out of descriptors, mostly: wait for some to be freed.
+                    // Out of descriptors, mostly: back off while some are freed (or stop).
                     warn!("accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        _ = stopping.cancelled() => break,
+                    }
                     continue;
                 }
             },
@@ -271,13 +278,23 @@ where
     }
     drop(listener);
     tracker.close();
-    match tokio::time::timeout(shared.cfg.grace, tracker.wait()).await {
-        Ok(()) => {
-            info!("all connections drained");
-            true
-        }
-        Err(_) => false,
+    if tokio::time::timeout(shared.cfg.grace, tracker.wait())
+        .await
+        .is_ok()
+    {
+        info!("all connections drained");
+        return true;
     }
+    // The grace is over: whoever runs the handler ends the requests still open now (each
+    // gets its answer), which takes a moment to write; then what is left is closed.
+    if tokio::time::timeout(CLOSE_GRACE, tracker.wait())
+        .await
+        .is_err()
+    {
+        shared.closed.cancel();
+        tracker.wait().await;
+    }
+    false
 }
 
 fn builder(l: &ConnLimits) -> Builder<TokioExecutor> {
@@ -451,6 +468,7 @@ async fn serve_one<F, Fut>(
                 conn.as_mut().graceful_shutdown();
             }
             _ = state.changed.notified() => {}
+            _ = shared.closed.cancelled() => return,
             _ = &mut clock => {
                 fired = true;
                 if closing.is_some() {

@@ -277,8 +277,16 @@ pub async fn serve<R, W>(
     sweeper.abort();
     face.shut_down().await;
     events_task.abort();
+    let _ = tokio::join!(sweeper, events_task);
     drop(face);
-    let _ = tokio::time::timeout(Duration::from_secs(5), writer).await;
+    let mut writer = writer;
+    if tokio::time::timeout(Duration::from_secs(5), &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+        let _ = writer.await;
+    }
 }
 
 impl Face {
@@ -398,7 +406,7 @@ impl Face {
     fn refuse(self: &Arc<Self>, t: Tracked, id: String, c: i64, msg: &str) {
         let me = Arc::clone(self);
         let o = refused(c, msg);
-        tokio::spawn(async move { me.reply(t, &id, o).await });
+        self.tracker.spawn(async move { me.reply(t, &id, o).await });
     }
 
     async fn handle_line(self: &Arc<Self>, f: Bytes) {
@@ -466,7 +474,8 @@ impl Face {
         if method == "ping" {
             let me = Arc::clone(self);
             let pong = Outcome::Result(jsonrpc::raw("{}"));
-            tokio::spawn(async move { me.reply(t, &id, pong).await });
+            self.tracker
+                .spawn(async move { me.reply(t, &id, pong).await });
             return;
         }
         let ctx = match self.call_ctx(modern, &method, params.as_deref()) {

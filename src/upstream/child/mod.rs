@@ -96,6 +96,9 @@ struct Inner {
     next_id: AtomicU64,
     shutdown: CancellationToken,
     metrics: Arc<Metrics>,
+    /// Where the child's own tasks run (its supervisor, tool-list refreshes, log-level
+    /// calls): the owner waits for it at shutdown, so none outlives the child.
+    tracker: tokio_util::task::TaskTracker,
 }
 
 /// Handle to a supervised child. Cheap to clone.
@@ -130,6 +133,7 @@ impl ChildUpstream {
             next_id: AtomicU64::new(1),
             shutdown,
             metrics,
+            tracker: tracker.clone(),
         });
         let this = Self { inner };
         let sup = this.clone();
@@ -264,7 +268,7 @@ impl ChildUpstream {
             ctx: CallCtx::modern(),
         };
         if let Ok(mut h) = self.start_on(proc, Era::Legacy, &call, true) {
-            tokio::spawn(async move {
+            self.inner.tracker.spawn(async move {
                 let _ = tokio::time::timeout(Duration::from_secs(10), &mut h.outcome).await;
             });
         }

@@ -190,7 +190,7 @@ impl ChildUpstream {
             return;
         }
         let (me, proc) = (self.clone(), proc.clone());
-        tokio::spawn(async move {
+        self.inner.tracker.spawn(async move {
             loop {
                 let era = proc.info().map(|i| i.era).unwrap_or(Era::Legacy);
                 let n = me.refresh_tools(&proc, era).await;

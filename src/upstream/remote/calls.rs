@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use super::fault::Fault;
@@ -172,30 +173,34 @@ impl Remote {
             // The 2026 envelope was taken off by the core (`crate::core`, rule 2).
             let params = call.params.as_deref().map(RawValue::get);
             let frame = jsonrpc::request(&id.to_string(), &call.method, params);
-            // The exchange runs in its own task so that a cancelled call can post
-            // `notifications/cancelled` *before* its response stream is closed (a 2025 server
-            // may forget the request once its stream is gone).
+            // The exchange runs in its own task (on the remote's tracker) so that a cancelled
+            // call can post `notifications/cancelled` *before* its response stream is closed
+            // (a 2025 server may forget the request once its stream is gone): dropping this
+            // call drops the guard, which tells the task.
+            let dropped = CancellationToken::new();
             let task = {
-                let me = Arc::clone(self);
-                let events = events.clone();
-                let s = s.clone();
-                tokio::spawn(async move {
+                let (me, events, s) = (Arc::clone(self), events.clone(), s.clone());
+                let dropped = dropped.clone();
+                self.tracker.spawn(async move {
                     let h = me.session_headers(&s);
-                    me.exchange(frame, &h, Some(id), Some(&events), Some(&s))
-                        .await
+                    let exchange = me.exchange(frame, &h, Some(id), Some(&events), Some(&s));
+                    tokio::pin!(exchange);
+                    tokio::select! {
+                        r = &mut exchange => Some(r),
+                        _ = dropped.cancelled() => {
+                            me.post_cancelled(&s, id).await;
+                            None
+                        }
+                    }
                 })
             };
-            let mut guard = CancelGuard {
-                remote: Arc::clone(self),
-                session: s.clone(),
-                id,
-                armed: true,
-                exchange: Some(task.abort_handle()),
+            let guard = dropped.drop_guard();
+            let res = match task.await {
+                Ok(Some(r)) => r,
+                Ok(None) => Err(Fault::Broken("cancelled".into())),
+                Err(e) => Err(Fault::Broken(format!("internal: {e}"))),
             };
-            let res = task
-                .await
-                .unwrap_or_else(|e| Err(Fault::Broken(format!("internal: {e}"))));
-            guard.armed = false;
+            guard.disarm();
             let ans = match res {
                 Ok(a) => a,
                 Err(Fault::SessionGone) => {
@@ -293,40 +298,15 @@ impl Remote {
     }
 }
 
-/// Posts `notifications/cancelled` to a 2025 remote when a call is dropped unanswered.
-pub(super) struct CancelGuard {
-    remote: Arc<Remote>,
-    session: Session,
-    id: u64,
-    armed: bool,
-    /// The exchange to stop once the cancellation is delivered.
-    exchange: Option<tokio::task::AbortHandle>,
-}
-
-impl Drop for CancelGuard {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let remote = Arc::clone(&self.remote);
-        let s = self.session.clone();
-        let id = self.id;
+impl Remote {
+    /// Tell a 2025 remote that request `id` of session `s` was dropped unanswered.
+    async fn post_cancelled(&self, s: &Session, id: u64) {
         info!("cancelling request {id} on the remote");
         let params = format!("{{\"requestId\":{id},\"reason\":\"cancelled by the client\"}}");
         let frame = jsonrpc::notification("notifications/cancelled", Some(&params));
-        let exchange = self.exchange.take();
-        if tokio::runtime::Handle::try_current().is_ok() {
-            self.remote.tracker.spawn(async move {
-                let h = remote.session_headers(&s);
-                if let Err(f) = remote.exchange(frame, &h, None, None, Some(&s)).await {
-                    debug!("notifications/cancelled not delivered: {}", f.reason());
-                }
-                if let Some(x) = exchange {
-                    x.abort();
-                }
-            });
-        } else if let Some(x) = exchange {
-            x.abort();
+        let h = self.session_headers(s);
+        if let Err(f) = self.exchange(frame, &h, None, None, Some(s)).await {
+            debug!("notifications/cancelled not delivered: {}", f.reason());
         }
     }
 }
