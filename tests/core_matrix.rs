@@ -136,13 +136,27 @@ impl Caller {
             Caller::Modern { c, url } => {
                 let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": modern_params()});
                 let r = post_modern(c, url, &body).await;
-                let logs = r.notifications("notifications/message").into_iter().cloned().collect();
-                Got { fin: r.last().clone(), logs }
+                let logs = r
+                    .notifications("notifications/message")
+                    .into_iter()
+                    .cloned()
+                    .collect();
+                Got {
+                    fin: r.last().clone(),
+                    logs,
+                }
             }
             Caller::Session(s) => {
                 let r = s.request(json!(id), method, params).await;
-                let logs = r.notifications("notifications/message").into_iter().cloned().collect();
-                Got { fin: r.last().clone(), logs }
+                let logs = r
+                    .notifications("notifications/message")
+                    .into_iter()
+                    .cloned()
+                    .collect();
+                Got {
+                    fin: r.last().clone(),
+                    logs,
+                }
             }
             Caller::Host { h, modern } => {
                 let p = if *modern { modern_params() } else { params };
@@ -159,8 +173,13 @@ impl Caller {
     }
 
     async fn tool(&mut self, id: &str, name: &str, args: Value, meta: Value) -> Got {
-        self.request(id, "tools/call", json!({"name": name, "arguments": args}), meta)
-            .await
+        self.request(
+            id,
+            "tools/call",
+            json!({"name": name, "arguments": args}),
+            meta,
+        )
+        .await
     }
 }
 
@@ -175,7 +194,10 @@ fn text_of(fin: &Value) -> String {
 async fn row(face: Face, up: Up, modern: bool) {
     let (serve, _far) = serve_for(up).await;
     let (mut c, init) = Caller::open(face, up, modern, &serve.url).await;
-    let tag = format!("{face:?} × {up:?} × {} caller", if modern { 2026 } else { 2025 });
+    let tag = format!(
+        "{face:?} × {up:?} × {} caller",
+        if modern { 2026 } else { 2025 }
+    );
 
     // Rule 6: a 2025 caller's InitializeResult, built from the upstream's, at its version.
     if let Some(init) = init {
@@ -188,24 +210,37 @@ async fn row(face: Face, up: Up, modern: bool) {
     }
 
     // Rule 2: a 2026 caller's envelope never reaches a 2025 upstream (it would refuse it).
-    let g = c.tool("echo", "echo", json!({"text": "hi"}), json!({})).await;
+    let g = c
+        .tool("echo", "echo", json!({"text": "hi"}), json!({}))
+        .await;
     assert_eq!(text_of(&g.fin), "hi", "{tag}: {}", g.fin);
 
     if up.legacy() {
         // Rule 1: a 2026 request without a logLevel gets no log message; with one, only what
         // is at or above it. A 2025 caller gets its session's messages.
-        let g = c.tool("log-none", "log", json!({"level": "warning"}), json!({})).await;
+        let g = c
+            .tool("log-none", "log", json!({"level": "warning"}), json!({}))
+            .await;
         assert_eq!(text_of(&g.fin), "logged", "{tag}");
         if modern {
             assert!(g.logs.is_empty(), "{tag}: no logLevel, got {:?}", g.logs);
             let lvl = json!({"io.modelcontextprotocol/logLevel": "error"});
-            let g = c.tool("log-below", "log", json!({"level": "warning"}), lvl.clone()).await;
+            let g = c
+                .tool("log-below", "log", json!({"level": "warning"}), lvl.clone())
+                .await;
             assert!(g.logs.is_empty(), "{tag}: below error, got {:?}", g.logs);
-            let g = c.tool("log-at", "log", json!({"level": "critical"}), lvl).await;
+            let g = c
+                .tool("log-at", "log", json!({"level": "critical"}), lvl)
+                .await;
             assert_eq!(g.logs.len(), 1, "{tag}: at or above error: {:?}", g.logs);
             assert_eq!(g.logs[0]["params"]["level"], "critical", "{tag}");
         } else {
-            assert_eq!(g.logs.len(), 1, "{tag}: a 2025 session's message: {:?}", g.logs);
+            assert_eq!(
+                g.logs.len(),
+                1,
+                "{tag}: a 2025 session's message: {:?}",
+                g.logs
+            );
         }
 
         // Rule 3: a requestState that is not a string is refused, not run as a new call.
@@ -227,7 +262,10 @@ async fn row(face: Face, up: Up, modern: bool) {
                 assert_eq!(got, json!({"roots": []}), "{tag}");
                 break;
             }
-            assert!(Instant::now() < until, "{tag}: the server was never answered");
+            assert!(
+                Instant::now() < until,
+                "{tag}: the server was never answered"
+            );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -257,7 +295,11 @@ async fn listen_row(face: Face, up: Up) {
     };
     let url = near.as_ref().map_or(far.url.clone(), |n| n.url.clone());
     let listens = |text: &str| {
-        metric_sum(text, "mcp_bridge_jsonrpc_requests_total", &[("method", "subscriptions/listen")])
+        metric_sum(
+            text,
+            "mcp_bridge_jsonrpc_requests_total",
+            &[("method", "subscriptions/listen")],
+        )
     };
     let listen = json!({"notifications": {"toolsListChanged": true}});
     let notify = json!({"name": "notify", "arguments": {"kind": "tools"}});
@@ -268,8 +310,14 @@ async fn listen_row(face: Face, up: Up) {
             let body = modern_request(json!("L"), "subscriptions/listen", listen);
             let mut s = open_modern_stream(&c, &url, &body).await;
             let ack = s.next(T).await.expect("acknowledgement");
-            assert_eq!(ack["method"], "notifications/subscriptions/acknowledged", "{tag}");
-            assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{tag}: {ack}");
+            assert_eq!(
+                ack["method"], "notifications/subscriptions/acknowledged",
+                "{tag}"
+            );
+            assert_eq!(
+                ack["params"]["notifications"]["toolsListChanged"], true,
+                "{tag}: {ack}"
+            );
             let r = post_modern(&c, &url, &modern_request(json!(1), "tools/call", notify)).await;
             assert!(r.last().get("result").is_some(), "{tag}: {:?}", r.last());
             let until = Instant::now() + T;
@@ -292,7 +340,10 @@ async fn listen_row(face: Face, up: Up) {
             let ack = h.wait_for("acknowledgement", T, |m| {
                 m["method"] == "notifications/subscriptions/acknowledged"
             });
-            assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{tag}: {ack}");
+            assert_eq!(
+                ack["params"]["notifications"]["toolsListChanged"], true,
+                "{tag}: {ack}"
+            );
             let mut p = notify;
             p["_meta"] = modern_meta();
             h.request(json!(1), "tools/call", p);

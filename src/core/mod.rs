@@ -30,7 +30,8 @@
 //! 5. **A 2025 upstream's request with nobody to ask** ([`unroutable_answer`]): `roots/list`
 //!    is answered with no roots (the honest answer: nobody shares any through this bridge, and
 //!    a server asks it right after `initialize`), every other request with `-32603` naming
-//!    why it could not be delivered.
+//!    why it could not be delivered. (A host that is there but reads too slowly is not
+//!    "nobody": its requests are refused with `-32603`, `roots/list` included.)
 //! 6. **A 2025 caller's `InitializeResult`** ([`initialize_result`]) is built by the bridge
 //!    from what the upstream said (its `InitializeResult` or its `server/discover` result) at
 //!    the version the bridge negotiated with the caller, whatever the upstream: the bridge
@@ -58,7 +59,12 @@ pub async fn start(
     let mut floor = None;
     if modern_on_legacy {
         // Rule 1: the upstream logs at least at the request's level; the queue filters.
-        floor = Some(call.ctx.log_level.and_then(protocol::log_level).map_or(usize::MAX, |(_, r)| r));
+        floor = Some(
+            call.ctx
+                .log_level
+                .and_then(protocol::log_level)
+                .map_or(usize::MAX, |(_, r)| r),
+        );
         if let Some(level) = call.ctx.log_level {
             up.ensure_log_level(level).await;
         }
@@ -83,9 +89,8 @@ pub fn strip_modern_meta(params: &RawValue) -> Option<String> {
         protocol::META_CLIENT_INFO,
         protocol::META_LOG_LEVEL,
     ];
-    if memchr::memmem::find(params.get().as_bytes(), b"io.modelcontextprotocol/").is_none() {
-        return None;
-    }
+    // Most params carry no 2026 envelope: skip the parse.
+    memchr::memmem::find(params.get().as_bytes(), b"io.modelcontextprotocol/")?;
     let p = Fields::parse(params)?;
     let meta = Fields::parse(p.get("_meta")?)?;
     if !meta.0.iter().any(|(k, _)| KEYS.contains(&k.as_ref())) {
@@ -123,7 +128,10 @@ pub enum RetryState {
 
 /// Classify the `requestState` of a request's params (rule 3).
 pub fn retry_state(params: Option<&RawValue>, signer: &StateSigner) -> RetryState {
-    let Some(raw) = params.and_then(Fields::parse).and_then(|f| f.get("requestState").map(ToOwned::to_owned)) else {
+    let Some(raw) = params
+        .and_then(Fields::parse)
+        .and_then(|f| f.get("requestState").map(ToOwned::to_owned))
+    else {
         return RetryState::Fresh;
     };
     match serde_json::from_str::<String>(raw.get()) {
@@ -142,7 +150,10 @@ pub const LISTEN_SETUP: Duration = Duration::from_secs(10);
 pub async fn listen_ready(up: &SharedUpstream) -> bool {
     let ready = up.events_ready(LISTEN_SETUP).await;
     if !ready {
-        tracing::debug!(server = up.name(), "the upstream's event stream is not open: a listen may stay silent");
+        tracing::debug!(
+            server = up.name(),
+            "the upstream's event stream is not open: a listen may stay silent"
+        );
     }
     ready
 }
@@ -201,14 +212,23 @@ mod tests {
         let s = StateSigner::new();
         assert_eq!(retry_state(None, &s), RetryState::Fresh);
         let p = jsonrpc::raw(r#"{"requestState":42}"#);
-        assert_eq!(retry_state(Some(&p), &s), RetryState::Refused("requestState must be a string"));
+        assert_eq!(
+            retry_state(Some(&p), &s),
+            RetryState::Refused("requestState must be a string")
+        );
         let p = jsonrpc::raw(r#"{"requestState":"abc"}"#);
-        assert_eq!(retry_state(Some(&p), &s), RetryState::Refused("requestState is unknown to this server"));
+        assert_eq!(
+            retry_state(Some(&p), &s),
+            RetryState::Refused("requestState is unknown to this server")
+        );
     }
 
     #[test]
     fn nobody_to_ask() {
-        assert_eq!(&unroutable_answer("7", "roots/list", "x")[..], br#"{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}"#);
+        assert_eq!(
+            &unroutable_answer("7", "roots/list", "x")[..],
+            br#"{"jsonrpc":"2.0","id":7,"result":{"roots":[]}}"#
+        );
         let e = unroutable_answer("7", "sampling/createMessage", "no stream");
         assert!(std::str::from_utf8(&e).unwrap().contains("-32603"));
     }

@@ -148,7 +148,7 @@ impl App {
         };
         // In flight from here (the responder holds the gauge) until the final answer.
         let mut r = self.responder(pc, method, client_era, cancel, started);
-        let mut handle = match crate::core::start(&upstream, call, self.cfg.start_wait).await {
+        let mut handle = match crate::core::start(upstream, call, self.cfg.start_wait).await {
             Ok(h) => h,
             Err(e) => {
                 span.in_scope(|| debug!("upstream unavailable: {e}"));

@@ -127,7 +127,10 @@ pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
     ));
     app.sessions.insert(session);
     info!(session = %&sid[..8], version, "2025 session started");
-    let body = jsonrpc::result(id.unwrap_or("null"), &crate::core::initialize_result(&info, version));
+    let body = jsonrpc::result(
+        id.unwrap_or("null"),
+        &crate::core::initialize_result(&info, version),
+    );
     let mut r = if pc.accept_json || !pc.accept_sse {
         respond::json(StatusCode::OK, body)
     } else {

@@ -281,19 +281,24 @@ impl RemoteUpstream {
                             continue;
                         }
                     }
-                    let why = if self.role == Role::OneHost {
+                    let reply = if self.role == Role::OneHost {
+                        // The one host exists but cannot keep up: it is not "nobody to ask",
+                        // so even roots/list is refused rather than answered for it.
                         self.metrics.dropped("slow_consumer");
                         warn!(server = %self.name, %method, "the host reads too slowly for a request on the remote's GET stream; refused");
-                        "the client reads too slowly"
+                        Err(jsonrpc::raw(&jsonrpc::error_object(
+                            jsonrpc::code::INTERNAL_ERROR,
+                            "mcp-bridge could not deliver this request: the client reads too slowly",
+                            None,
+                        )))
                     } else {
                         if method != "roots/list" {
                             self.metrics.dropped("unroutable_request");
                             warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
                         }
-                        "it belongs to no caller"
+                        // `crate::core`, rule 5: no roots, or an error naming why.
+                        crate::core::unroutable_reply(&method, "it belongs to no caller")
                     };
-                    // `crate::core`, rule 5: no roots, or an error naming why.
-                    let reply = crate::core::unroutable_reply(&method, why);
                     let remote = self.remote.clone();
                     self.tracker.spawn(async move {
                         match reply {

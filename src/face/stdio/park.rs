@@ -16,8 +16,8 @@ use super::{
 use crate::call::{cancel_cause, Call, CallEvent, CallHandle, Outcome};
 use crate::core::RetryState;
 use crate::era::mrtr;
-use crate::error::BridgeError;
 use crate::era::park;
+use crate::error::BridgeError;
 
 /// How long a host's retry waits for its call to be resumable (a remote resumes at once).
 const RESUME_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
