@@ -37,6 +37,7 @@ pub const DROP_REASONS: &[&str] = &[
     "slow_consumer",
     "unroutable_request",
     "undeclared_capability",
+    "legacy_only_notification",
 ];
 
 /// Why an exchange with a remote upstream got no usable HTTP answer (the `reason` label), all

@@ -354,6 +354,82 @@ async fn listen_row(face: Face, up: Up) {
     }
 }
 
+/// A 2025-only notification (`notifications/elicitation/complete`) never reaches a 2026
+/// caller; a 2025 caller gets it. A 2025 child's notification names no request, so serve
+/// publishes it to the 2025 session streams (none here: nothing is dropped, nothing counted);
+/// connect receives it on its session's GET stream and drops it for its 2026 host, counted
+/// once as `dropped_frames_total{reason="legacy_only_notification"}` (a family connect did
+/// not feed before).
+async fn dropped_row(face: Face, up: Up) {
+    let tag = format!("{face:?} × {up:?}: dropped notification");
+    const M: [&str; 2] = ["--metrics-listen", "127.0.0.1:0"];
+    let s = strict();
+    let mut child = vec!["--port", "0"];
+    if up == Up::Pool {
+        child.extend_from_slice(&["--pool-min", "2", "--pool-max", "2"]);
+    }
+    if face == Face::Serve && up != Up::Remote2025 {
+        child.extend_from_slice(&M);
+    }
+    child.extend_from_slice(&["--", "python3", s.as_str()]);
+    let far = Bridge::serve(&child).await;
+    let near = match up {
+        Up::Remote2025 => {
+            let mut a = vec!["--port", "0", "--upstream", &far.url, "--protocol", LEGACY];
+            if face == Face::Serve {
+                a.extend_from_slice(&M);
+            }
+            Some(Bridge::serve(&a).await)
+        }
+        _ => None,
+    };
+    let url = near.as_ref().map_or(far.url.clone(), |n| n.url.clone());
+    let complete = |m: &Value| m["method"] == "notifications/elicitation/complete";
+    let dropped = |text: &str| {
+        metric_sum(
+            text,
+            "mcp_bridge_dropped_frames_total",
+            &[("reason", "legacy_only_notification")],
+        )
+    };
+    let call = json!({"name": "complete", "arguments": {}});
+    let text = match face {
+        Face::Serve => {
+            let c = client();
+            let r = post_modern(&c, &url, &modern_request(json!(1), "tools/call", call)).await;
+            assert_eq!(text_of(r.last()), "completed", "{tag}");
+            assert!(
+                r.notifications("notifications/elicitation/complete")
+                    .is_empty(),
+                "{tag}"
+            );
+            let front = near.as_ref().unwrap_or(&far);
+            scrape(&c, &metrics_url(front).await).await
+        }
+        Face::Connect => {
+            let mut h = Host::start(&url, &["--protocol", LEGACY, M[0], M[1]]);
+            let mut p = call.clone();
+            p["_meta"] = modern_meta();
+            h.request(json!(1), "tools/call", p);
+            assert_eq!(text_of(&h.response(&json!(1), T)), "completed", "{tag}");
+            assert!(!h.drain(Duration::ZERO).iter().any(complete), "{tag}");
+            let text = scrape(&client(), &metrics_url(&h).await).await;
+            // A 2025 host on the same connect gets it.
+            let mut old = Host::start(&url, &["--protocol", LEGACY]);
+            old.initialize(LEGACY, json!({}));
+            old.request(json!(2), "tools/call", call);
+            assert_eq!(text_of(&old.response(&json!(2), T)), "completed", "{tag}");
+            assert!(
+                old.drain(Duration::ZERO).iter().any(complete),
+                "{tag}: 2025 host"
+            );
+            text
+        }
+    };
+    let want = if face == Face::Connect { 1.0 } else { 0.0 };
+    assert_eq!(dropped(&text), want, "{tag}: dropped by the front bridge");
+}
+
 macro_rules! rows {
     ($($name:ident: $face:expr, $up:expr;)*) => {$(
         #[tokio::test(flavor = "multi_thread")]
@@ -386,5 +462,18 @@ async fn listen_on_a_2025_upstream() {
         (Face::Connect, Up::Remote2025),
     ] {
         listen_row(face, up).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn legacy_only_notifications_never_reach_a_2026_caller() {
+    for (face, up) in [
+        (Face::Serve, Up::Child2025),
+        (Face::Serve, Up::Pool),
+        (Face::Serve, Up::Remote2025),
+        (Face::Connect, Up::Child2025),
+        (Face::Connect, Up::Remote2025),
+    ] {
+        dropped_row(face, up).await;
     }
 }

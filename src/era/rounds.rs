@@ -28,6 +28,10 @@ use crate::jsonrpc::{self, code, Fields};
 /// Most `input_required` rounds one call may go through.
 pub const MAX_ROUNDS: u32 = 10;
 
+/// Most input requests the caller is asked in one round: a server that asks for more is
+/// answered with an error instead of growing the face's table of expected answers.
+pub const MAX_INPUTS: usize = 64;
+
 /// A caller's answer to one of the bridge's requests: its result, or its error object.
 pub type Answer = Result<Box<RawValue>, Box<RawValue>>;
 
@@ -207,6 +211,15 @@ async fn ask<F: RoundsFace>(face: &F, reqs: &RawValue) -> Option<Result<Answers,
     };
     if let Some(why) = face.cannot_ask() {
         return bail(code::INTERNAL_ERROR, why.into());
+    }
+    if reqs.len() > MAX_INPUTS {
+        return bail(
+            code::INTERNAL_ERROR,
+            format!(
+                "the server asked for {} inputs in one round; mcp-bridge asks at most {MAX_INPUTS}",
+                reqs.len()
+            ),
+        );
     }
     // The gate first, for the whole round: nothing is asked if anything may not be.
     let caps = face.caller_caps();
@@ -423,6 +436,30 @@ mod tests {
         };
         assert!(e.to_string().contains("more than"), "{e}");
         assert_eq!(face.started.lock().unwrap().len(), MAX_ROUNDS as usize + 1);
+    }
+
+    #[tokio::test]
+    async fn a_round_asking_too_much_asks_nothing() {
+        let many: Vec<String> = (0..=MAX_INPUTS)
+            .map(|i| {
+                format!(r#""k{i}":{{"method":"elicitation/create","params":{{"message":"m"}}}}"#)
+            })
+            .collect();
+        let res = format!(
+            r#"{{"resultType":"input_required","requestState":"s","inputRequests":{{{}}}}}"#,
+            many.join(",")
+        );
+        let face = Scripted {
+            caps: Some(jsonrpc::raw(r#"{"elicitation":{}}"#)),
+            results: Mutex::new(VecDeque::from([&*Box::leak(res.into_boxed_str())])),
+            ..Default::default()
+        };
+        let o = drive(&face, "tools/call", None, &legacy_ctx()).await;
+        let Some(Outcome::Failed(e)) = o else {
+            panic!("the call must fail, got {o:?}")
+        };
+        assert!(e.to_string().contains("at most 64"), "{e}");
+        assert!(face.sent.lock().unwrap().is_empty());
     }
 
     #[test]

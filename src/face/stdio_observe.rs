@@ -62,13 +62,18 @@ impl HostObserver {
             .rpc_error(&self.server, "other", code, "bridge");
     }
 
-    /// A host request was cancelled before its answer (`cause` as in [`Metrics::cancelled`]).
     /// Messages from the upstream the host had no room for.
     pub fn lost(&self, n: u64) {
         for _ in 0..n {
             self.metrics.dropped("slow_consumer");
         }
     }
+    /// A frame the face did not pass on, for `reason` (the same words as serve's, one of
+    /// `metrics::DROP_REASONS`).
+    pub fn dropped(&self, reason: &'static str) {
+        self.metrics.dropped(reason);
+    }
+    /// A host request was cancelled before its answer (`cause` as in [`Metrics::cancelled`]).
     pub fn cancelled(&self, cause: &'static str) {
         self.metrics.cancelled(cause);
     }

@@ -20,6 +20,7 @@ impl Face {
                 if who.modern && mrtr::is_legacy_only_notification(&method) =>
             {
                 debug!("not relaying {method} to a 2026 host");
+                self.obs.dropped("legacy_only_notification");
             }
             CallEvent::Notification { method, params } => {
                 let params = params.as_deref();
@@ -62,6 +63,9 @@ impl Face {
                         self.route_log(params).await;
                     } else {
                         debug!("not relaying {method} to a 2026 host");
+                        if mrtr::is_legacy_only_notification(&method) {
+                            self.obs.dropped("legacy_only_notification");
+                        }
                     }
                     return;
                 }
@@ -125,6 +129,7 @@ impl Face {
         let caps = lock(&self.host).caps.clone();
         if !mrtr::may_ask(caps.as_deref(), method, params.as_deref()) {
             info!("the remote sent {method}, which the 2025 host did not declare: refused");
+            self.obs.dropped("undeclared_capability");
             let err = jsonrpc::raw(&jsonrpc::error_object(
                 code::METHOD_NOT_FOUND,
                 &format!("the client did not declare the capability {method} needs"),
@@ -134,7 +139,24 @@ impl Face {
             return;
         }
         let ours = mrtr::mint_request_id();
-        lock(&self.server_requests).insert(ours.clone(), remote_id);
+        {
+            let mut waiting = lock(&self.server_requests);
+            if waiting.len() >= super::MAX_SERVER_REQUESTS {
+                drop(waiting);
+                // The host does not keep up with answering: counted as serve counts a client
+                // that reads too slowly, and the remote is told at once instead of waiting.
+                warn!("{method} from the remote refused: {} requests already wait for the host's answer", super::MAX_SERVER_REQUESTS);
+                self.obs.dropped("slow_consumer");
+                let err = jsonrpc::raw(&jsonrpc::error_object(
+                    code::INTERNAL_ERROR,
+                    "mcp-bridge could not deliver this request: too many requests already wait for the client's answer",
+                    None,
+                ));
+                self.respond_upstream(&remote_id, None, Some(&err));
+                return;
+            }
+            waiting.insert(ours.clone(), remote_id);
+        }
         debug!("relaying the remote's {method} to the host as {ours}");
         self.send(jsonrpc::request(
             &ours,

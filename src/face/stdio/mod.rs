@@ -100,6 +100,16 @@ const PRINCIPAL: &str = "stdio-host";
 /// Most calls parked at once for a 2026 host's input.
 const MAX_PARKED: usize = 256;
 
+/// Most host requests in flight at once (listens included): one more is refused with a
+/// JSON-RPC error (counted as the bridge's, `source="bridge"`) until some are answered. A
+/// desktop host stays far below it; a host that floods cannot grow the face without bound.
+const MAX_INFLIGHT: usize = 4096;
+
+/// Most requests of the remote waiting for the host's answer at once (its 2025 server
+/// requests, and a 2026 remote's input requests to a 2025 host): one more is refused to the
+/// remote (counted as `dropped_frames_total{reason="slow_consumer"}`).
+const MAX_SERVER_REQUESTS: usize = 1024;
+
 /// How long the face waits for the upstream to be known (its era probe) before a call.
 const UPSTREAM_WAIT: Duration = Duration::from_secs(60);
 
@@ -492,6 +502,13 @@ impl Face {
                 self.refuse(t, id, code::INVALID_REQUEST, msg);
                 return;
             }
+            if inflight.len() >= MAX_INFLIGHT {
+                drop(inflight);
+                warn!("refused {method}: {MAX_INFLIGHT} host requests are in flight");
+                let msg = "mcp-bridge: too many requests in flight from this client; retry once some are answered";
+                self.refuse(t, id, code::UPSTREAM_UNAVAILABLE, msg);
+                return;
+            }
             inflight.insert(
                 id.clone(),
                 Inflight {
@@ -651,6 +668,7 @@ impl Face {
                 return;
             }
             debug!("a response from the host for an unknown id was dropped");
+            self.obs.dropped("unknown_id");
             return;
         };
         self.respond_upstream(&remote_id, env.result, env.error);

@@ -180,6 +180,9 @@ impl Face {
         };
         let via = r.replies_to(&self.up).clone();
         let parking = park::park(&self.parked, &site, r, asked);
+        for _ in 0..parking.undeclared {
+            self.obs.dropped("undeclared_capability");
+        }
         if parking.undeclared > 0 {
             info!(
                 "the 2025 remote asked a 2026 request for {} input(s) it did not declare: refused",
