@@ -70,7 +70,8 @@ pub async fn login_only(cfg: RemoteConfig) -> Result<&'static str, String> {
     let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
     let metrics = std::sync::Arc::new(crate::metrics::Metrics::new());
     let (events, _rx) = crate::call::event_queue(16);
-    let remote = crate::upstream::remote::Remote::new(cfg, events, metrics, "login")?;
+    let remote =
+        crate::upstream::remote::Remote::new(cfg, events, metrics, "login", Default::default())?;
     let probed = remote.probe_info().await;
     remote.shutdown().await;
     if probed.is_ok() && remote.logged_in() != Some(true) {
@@ -120,7 +121,10 @@ pub async fn run_connect(
         _ => String::from("the remote"),
     };
     tracing::info!("connect: forwarding stdio to {origin}");
-    let upstream = RemoteUpstream::start_for_host(&server, cfg, &metrics, &stop, &tracker)?;
+    // The host's `initialize` params: kept by the face, read by the remote's 2025 session.
+    let hello = std::sync::Arc::new(crate::core::Hello::default());
+    let upstream =
+        RemoteUpstream::start_for_host(&server, cfg, hello.clone(), &metrics, &stop, &tracker)?;
     let metrics_task = metrics_listener.map(|l| {
         let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("metrics on http://{at}/metrics");
@@ -132,6 +136,7 @@ pub async fn run_connect(
     });
     crate::face::stdio::serve(
         upstream,
+        hello,
         tokio::io::stdin(),
         tokio::io::stdout(),
         limits,

@@ -547,17 +547,6 @@ pub trait Upstream: Send + Sync {
     /// written to its stdin at once) or answered (a remote), so that a call started after it
     /// is logged at the new level.
     fn ensure_log_level(&self, level: &'static str) -> BoxFuture<'_, ()>;
-    /// A 2025 host's `initialize` params (client info, capabilities, requested version) for
-    /// an upstream that opens a session of its own per host (a 2025 remote behind `connect`
-    /// is initialised with them); then what the era probe learned, as [`Upstream::info`].
-    /// Upstreams whose session is the bridge's own (a child) ignore them.
-    fn host_initialize(
-        &self,
-        _params: Option<Box<RawValue>>,
-        wait: Duration,
-    ) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
-        self.info(wait)
-    }
     /// Wait (at most `wait`) until traffic that belongs to no call can reach
     /// [`Upstream::subscribe`]rs (a 2025 remote's GET stream is open); false when it cannot
     /// (yet). A child's stdout always carries it.

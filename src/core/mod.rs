@@ -49,6 +49,25 @@ use crate::jsonrpc::{self, Fields};
 use crate::protocol::{self, Era};
 
 /// Start `call` on `up` (waiting up to `wait` for it to be ready), with the era rules applied.
+/// The one host's `initialize` params (client info, capabilities, requested version), held
+/// for an upstream that opens a 2025 session of its own for that host (`connect` in front of
+/// a 2025 remote). The face keeps it as the caller's state and sets it before it asks the
+/// upstream what it is ([`crate::call::Upstream::info`]); the upstream is built holding it and
+/// reads it when it opens its session, so the seam carries no host-only method.
+#[derive(Default)]
+pub struct Hello(std::sync::Mutex<Option<Box<RawValue>>>);
+
+impl Hello {
+    /// Keep the host's `initialize` params (a session that is open already stays).
+    pub fn set(&self, params: Option<&RawValue>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = params.map(ToOwned::to_owned);
+    }
+    /// What the host said, if it said anything yet.
+    pub fn get(&self) -> Option<Box<RawValue>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
 pub async fn start(
     up: &SharedUpstream,
     mut call: Call,

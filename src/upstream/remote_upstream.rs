@@ -86,33 +86,37 @@ impl RemoteUpstream {
         stop: &CancellationToken,
         tracker: &TaskTracker,
     ) -> Result<SharedUpstream, String> {
-        Self::launch(Role::Shared, name, cfg, metrics, stop, tracker)
+        let hello = Arc::default();
+        Self::launch(Role::Shared, name, cfg, hello, metrics, stop, tracker)
     }
 
     /// As [`RemoteUpstream::start`], for the one host of `connect`: no probe until the host's
-    /// first message (a 2025 remote's session is opened with the host's `initialize`), and
-    /// requests on the remote's GET stream are published for that host.
+    /// first message (a 2025 remote's session is opened with the host's `initialize`, which
+    /// the face keeps in `hello`), and requests on the remote's GET stream are published for
+    /// that host.
     pub fn start_for_host(
         name: &str,
         cfg: RemoteConfig,
+        hello: Arc<crate::core::Hello>,
         metrics: &Arc<Metrics>,
         stop: &CancellationToken,
         tracker: &TaskTracker,
     ) -> Result<SharedUpstream, String> {
-        Self::launch(Role::OneHost, name, cfg, metrics, stop, tracker)
+        Self::launch(Role::OneHost, name, cfg, hello, metrics, stop, tracker)
     }
 
     fn launch(
         role: Role,
         name: &str,
         cfg: RemoteConfig,
+        hello: Arc<crate::core::Hello>,
         metrics: &Arc<Metrics>,
         stop: &CancellationToken,
         tracker: &TaskTracker,
     ) -> Result<SharedUpstream, String> {
         let (etx, erx) = crate::call::event_queue(256);
         let url = cfg.url.to_string();
-        let remote = Remote::new(cfg, etx, metrics.clone(), name)?;
+        let remote = Remote::new(cfg, etx, metrics.clone(), name, hello)?;
         metrics.register_server(name);
         let (events, _) = broadcast::channel(EVENTS);
         let me = Arc::new(RemoteUpstream {
@@ -465,16 +469,6 @@ impl Upstream for RemoteUpstream {
     }
     fn ensure_log_level(&self, level: &'static str) -> BoxFuture<'_, ()> {
         Box::pin(self.remote.ensure_log_level(level))
-    }
-    fn host_initialize(
-        &self,
-        params: Option<Box<RawValue>>,
-        wait: Duration,
-    ) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>> {
-        // Kept before the probe: a 2025 remote's session is opened with them (a session that
-        // is open already stays, as before).
-        self.remote.set_host_init(params.as_deref());
-        Upstream::info(self, wait)
     }
     fn events_ready(&self, wait: Duration) -> BoxFuture<'_, bool> {
         Box::pin(async move {

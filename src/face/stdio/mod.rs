@@ -193,6 +193,8 @@ const LISTEN_SETUP: Duration = Duration::from_secs(10);
 
 struct Face {
     up: SharedUpstream,
+    /// The 2025 host's `initialize` params, for an upstream that opens its session with them.
+    hello: Arc<crate::core::Hello>,
     out: mpsc::Sender<Bytes>,
     host: Mutex<Host>,
     /// Host request id (exact JSON text) → its call.
@@ -238,6 +240,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// counting its requests and the bridge's answers with `obs`.
 pub async fn serve<R, W>(
     up: SharedUpstream,
+    hello: Arc<crate::core::Hello>,
     input: R,
     output: W,
     limits: HostLimits,
@@ -251,7 +254,7 @@ pub async fn serve<R, W>(
     let writer = tokio::spawn(write_loop(output, out_rx));
     // Subscribed before the host's first line: nothing the upstream sends is missed.
     let server_events = up.subscribe();
-    let face = Face::new(up, out, obs, limits.park_timeout);
+    let face = Face::new(up, hello, out, obs, limits.park_timeout);
     let sweeper = tokio::spawn(sweep_parked(Arc::clone(&face)));
     // Traffic from the upstream that belongs to no call (a 2025 remote's GET stream).
     let events_task = tokio::spawn(forward_events(Arc::clone(&face), server_events));
@@ -302,12 +305,14 @@ pub async fn serve<R, W>(
 impl Face {
     fn new(
         up: SharedUpstream,
+        hello: Arc<crate::core::Hello>,
         out: mpsc::Sender<Bytes>,
         obs: HostObserver,
         park_ttl: Duration,
     ) -> Arc<Self> {
         Arc::new(Face {
             up,
+            hello,
             out,
             host: Mutex::new(Host::default()),
             inflight: Mutex::new(HashMap::new()),
@@ -603,7 +608,9 @@ impl Face {
         );
         let me = Arc::clone(self);
         self.tracker.spawn(async move {
-            let (o, era) = match me.up.host_initialize(params, UPSTREAM_WAIT).await {
+            // Kept before the upstream is asked: a 2025 remote opens its session with them.
+            me.hello.set(params.as_deref());
+            let (o, era) = match me.up.info(UPSTREAM_WAIT).await {
                 Ok(info) => (
                     initialize_answer(&info, requested.as_deref()),
                     Some(info.era),

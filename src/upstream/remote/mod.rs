@@ -152,8 +152,9 @@ pub struct Remote {
     discover: Mutex<Option<Arc<RawValue>>>,
     session: tokio::sync::Mutex<Option<Session>>,
     generation: AtomicU64,
-    /// The host's `initialize` params, reused for (re-)initialising a 2025 remote.
-    init_params: Mutex<Option<Box<RawValue>>>,
+    /// The host's `initialize` params (`connect`; empty for a shared remote), reused for
+    /// (re-)initialising a 2025 remote.
+    pub(super) hello: Arc<crate::core::Hello>,
     tools: Mutex<HashMap<String, ToolInfo>>,
     /// Consecutive connection failures and when the next attempt may go out.
     failures: Mutex<(u32, Option<Instant>)>,
@@ -180,11 +181,14 @@ const GET_NONE: u8 = 2;
 impl Remote {
     /// Create the upstream. `events` receives traffic that belongs to no call; its traffic is
     /// counted in `metrics` under the server name `server`.
+    /// The client for `cfg`; a 2025 session is opened with what `hello` holds by then (the
+    /// bridge's own client info and every capability when it holds nothing).
     pub fn new(
         cfg: RemoteConfig,
         events: EventSender,
         metrics: Arc<Metrics>,
         server: &str,
+        hello: Arc<crate::core::Hello>,
     ) -> Result<Arc<Self>, String> {
         let client = build_client(&cfg)?;
         let origin = match (cfg.url.scheme_str(), cfg.url.host()) {
@@ -215,7 +219,7 @@ impl Remote {
             discover: Mutex::new(None),
             session: tokio::sync::Mutex::new(None),
             generation: AtomicU64::new(0),
-            init_params: Mutex::new(None),
+            hello,
             tools: Mutex::new(HashMap::new()),
             failures: Mutex::new((0, None)),
             events,
@@ -282,11 +286,6 @@ impl Remote {
                 self.log_floor.reset();
             }
         }
-    }
-
-    /// Keep the host's `initialize` params: a 2025 remote is initialised with them.
-    pub fn set_host_init(&self, params: Option<&RawValue>) {
-        *self.init_params.lock().unwrap_or_else(|p| p.into_inner()) = params.map(ToOwned::to_owned);
     }
 
     /// The 2026 remote's `server/discover` result (cached once known).

@@ -67,10 +67,8 @@ impl Remote {
 
     pub(super) async fn initialize_remote(&self, version: &str) -> Result<Session, Fault> {
         let host = self
-            .init_params
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
+            .hello
+            .get()
             .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok());
         // A 2026 host declares its capabilities per request; the bridge can carry every input
         // request to it (and refuses, per request, what that request did not declare).
