@@ -37,6 +37,8 @@
 //!    the version the bridge negotiated with the caller, whatever the upstream: the bridge
 //!    owns the caller's session, and a caller of one bridge sees one shape.
 
+pub mod caller;
+
 use std::time::Duration;
 
 use bytes::BytesMut;

@@ -47,7 +47,7 @@ pub enum Waited {
 /// What a face supplies to the rounds driver for one call.
 pub trait RoundsFace: Send + Sync {
     /// The capabilities the caller declared (its `initialize`), the gate before asking.
-    fn caller_caps(&self) -> Option<&RawValue>;
+    fn caller_caps(&self) -> Option<Box<RawValue>>;
     /// Why this call cannot carry requests to its caller at all, if it cannot.
     fn cannot_ask(&self) -> Option<&'static str> {
         None
@@ -59,8 +59,9 @@ pub trait RoundsFace: Send + Sync {
     /// open call waits in, so it lives inside the call's own future instead of a second
     /// allocation (benches/RESULTS.md, "2026-12-01 (e)").
     fn follow(&self, h: CallHandle) -> impl Future<Output = Option<Outcome>> + Send;
-    /// Register interest in the answer to the bridge's request `id`.
-    fn expect_answer(&self, id: &str) -> oneshot::Receiver<Answer>;
+    /// Register interest in the answer to the bridge's request `id` (None: the caller owes
+    /// as many answers as it may, `core::caller::MAX_ANSWERS`).
+    fn expect_answer(&self, id: &str) -> Option<oneshot::Receiver<Answer>>;
     /// Drop the interest in `id` (answered, abandoned).
     fn forget_answer(&self, id: &str);
     /// Send a request frame to the caller; false when the caller cannot be reached.
@@ -223,6 +224,7 @@ async fn ask<F: RoundsFace>(face: &F, reqs: &RawValue) -> Option<Result<Answers,
     }
     // The gate first, for the whole round: nothing is asked if anything may not be.
     let caps = face.caller_caps();
+    let caps = caps.as_deref();
     if let Some(r) = reqs.iter().find(|r| !may_ask(caps, &r.method, r.params)) {
         return bail(
             code::INTERNAL_ERROR,
@@ -239,7 +241,12 @@ async fn ask<F: RoundsFace>(face: &F, reqs: &RawValue) -> Option<Result<Answers,
     let mut waits: Vec<(String, oneshot::Receiver<Answer>)> = Vec::with_capacity(reqs.len());
     for r in &reqs {
         let id = mint_request_id();
-        let rx = face.expect_answer(&id);
+        let Some(rx) = face.expect_answer(&id) else {
+            return bail(
+                code::INTERNAL_ERROR,
+                "the client already owes mcp-bridge too many answers; try again later".into(),
+            );
+        };
         expected.ids.push(id.clone());
         let params = r.legacy_params();
         let frame = jsonrpc::request(&id, &r.method, params.as_deref().map(RawValue::get));
@@ -320,8 +327,8 @@ mod tests {
     }
 
     impl RoundsFace for Scripted {
-        fn caller_caps(&self) -> Option<&RawValue> {
-            self.caps.as_deref()
+        fn caller_caps(&self) -> Option<Box<RawValue>> {
+            self.caps.clone()
         }
         fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
             let p = call.params.map(|p| p.get().to_owned()).unwrap_or_default();
@@ -336,10 +343,10 @@ mod tests {
         async fn follow(&self, mut h: CallHandle) -> Option<Outcome> {
             (&mut h.outcome).await.ok()
         }
-        fn expect_answer(&self, id: &str) -> oneshot::Receiver<Answer> {
+        fn expect_answer(&self, id: &str) -> Option<oneshot::Receiver<Answer>> {
             let (tx, rx) = oneshot::channel();
             self.waiting.lock().unwrap().push((id.to_owned(), tx));
-            rx
+            Some(rx)
         }
         fn forget_answer(&self, id: &str) {
             self.forgotten.lock().unwrap().push(id.to_owned());

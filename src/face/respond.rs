@@ -71,12 +71,15 @@ pub struct BridgeRpcError(pub i64);
 
 /// Where a call's server requests are recorded so the client's answers can be checked.
 pub trait ServerRequestSink: Send + Sync {
-    fn register(&self, child_id: &RawValue);
-    /// May this server request go to the client (did it declare the capability)? On false
-    /// the sink has already answered the upstream with an error.
-    fn admit(&self, _child_id: &RawValue, _method: &str, _params: Option<&RawValue>) -> bool {
-        true
-    }
+    /// May this server request go to the client, and is it now expected back? Err: the sink
+    /// has already answered the upstream with an error, for this `dropped_frames_total`
+    /// reason (the client did not declare the capability; it owes too many answers).
+    fn admit(
+        &self,
+        child_id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<(), &'static str>;
 }
 
 /// What every responder of one face shares: the metrics it counts in, the server name it
@@ -279,11 +282,10 @@ impl Responder {
             }
             CallEvent::ServerRequest { id, method, params } => {
                 if let Some(s) = &self.server_requests {
-                    if !s.admit(&id, &method, params.as_deref()) {
-                        self.metrics.dropped("undeclared_capability");
+                    if let Err(reason) = s.admit(&id, &method, params.as_deref()) {
+                        self.metrics.dropped(reason);
                         return None;
                     }
-                    s.register(&id);
                 }
                 Some(jsonrpc::request(
                     id.get(),

@@ -268,7 +268,7 @@ impl Driver {
 /// The HTTP face's side of the rounds: requests go out on the call's SSE stream, answers
 /// come back as POSTs to the session, and the call's deadline bounds every wait.
 impl RoundsFace for Driver {
-    fn caller_caps(&self) -> Option<&RawValue> {
+    fn caller_caps(&self) -> Option<Box<RawValue>> {
         self.session.client_caps()
     }
     fn cannot_ask(&self) -> Option<&'static str> {
@@ -286,11 +286,11 @@ impl RoundsFace for Driver {
     fn follow(&self, h: CallHandle) -> impl std::future::Future<Output = Option<Outcome>> + Send {
         self.follow_call(h)
     }
-    fn expect_answer(&self, id: &str) -> oneshot::Receiver<rounds::Answer> {
-        self.session.expect_answer(id)
+    fn expect_answer(&self, id: &str) -> Option<oneshot::Receiver<rounds::Answer>> {
+        self.session.caller.expect_answer(id)
     }
     fn forget_answer(&self, id: &str) {
-        self.session.forget_answer(id)
+        self.session.caller.forget_answer(id)
     }
     fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
         Box::pin(self.send(Next::Frame(frame)))

@@ -3,7 +3,7 @@
 //! and the capability gate for the child's server requests (the client's `initialize`
 //! capabilities; the shared child was told every capability the bridge can carry).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::{Canceller, SharedUpstream};
+use crate::core::caller::{Bounded, Caller};
 use crate::face::respond::ServerRequestSink;
 
 /// How to cancel a call a 2025 client started.
@@ -41,30 +42,33 @@ impl Drop for InflightGuard {
 }
 
 /// A client's response: its `result`, or its `error` object.
-pub type ClientAnswer = Result<Box<RawValue>, Box<RawValue>>;
+pub type ClientAnswer = crate::core::caller::Answer;
+
+/// Most calls one 2025 session has in flight (or detached, running to their deadline) at
+/// once: one more is refused with a JSON-RPC error until some end.
+pub const MAX_CALLS: usize = 4096;
+
+/// Most requests of the upstream one 2025 session owes an answer to at once: one more is
+/// refused to the upstream (`-32603`) rather than kept.
+pub const MAX_SERVER_REQUESTS: usize = 10_000;
 
 pub struct Session {
     pub id: Arc<str>,
     /// The protocol version negotiated with the client.
     pub version: String,
-    /// `_meta` for calls to a 2026-era child on this session's behalf.
-    pub stamp_meta: Arc<Vec<(String, Box<RawValue>)>>,
+    /// What the client said at `initialize`, its log level, the answers the bridge waits for
+    /// from it: the per-caller state both faces share.
+    pub caller: Caller,
     pub upstream: SharedUpstream,
     /// Does this session own its child (`--isolation session`)?
     pub owns_child: bool,
     last_seen: Mutex<Instant>,
     /// Client request id (raw JSON) → how to cancel it, for `notifications/cancelled`.
-    inflight: Mutex<HashMap<String, Inflight>>,
+    inflight: Bounded<String, Inflight>,
     /// Ids (raw JSON) of requests the child sent this session and that await an answer.
-    server_requests: Mutex<HashSet<String>>,
-    /// Requests the bridge itself sent this client (translated from a 2026 upstream's
-    /// `input_required`), by id (raw JSON), waiting for the client's answer.
-    waiters: Mutex<HashMap<String, tokio::sync::oneshot::Sender<ClientAnswer>>>,
-    /// Resources the client subscribed to (kept by the bridge for a 2026 child).
+    server_requests: Bounded<String, ()>,
     /// The session's resource subscriptions (a 2026 child: the listen its GET stream holds).
     pub subs: Arc<crate::era::held::Subscriptions>,
-    /// The level set by the client's `logging/setLevel`, if any.
-    log_level: Mutex<Option<&'static str>>,
     pub get_stream_open: AtomicBool,
     /// Cancelled when the session ends (DELETE, expiry, shutdown).
     pub closed: CancellationToken,
@@ -90,7 +94,7 @@ impl Session {
     pub fn new(
         id: String,
         version: String,
-        stamp_meta: Vec<(String, Box<RawValue>)>,
+        caller: Caller,
         upstream: SharedUpstream,
         owns_child: bool,
         gauge: prometheus::IntGauge,
@@ -98,32 +102,17 @@ impl Session {
         Self {
             id: Arc::from(id),
             version,
-            stamp_meta: Arc::new(stamp_meta),
+            caller,
             upstream,
             owns_child,
             last_seen: Mutex::new(Instant::now()),
-            inflight: Mutex::new(HashMap::new()),
-            server_requests: Mutex::new(HashSet::new()),
-            waiters: Mutex::new(HashMap::new()),
+            inflight: Bounded::new(MAX_CALLS),
+            server_requests: Bounded::new(MAX_SERVER_REQUESTS),
             subs: crate::era::held::Subscriptions::new(),
-            log_level: Mutex::new(None),
             get_stream_open: AtomicBool::new(false),
             closed: CancellationToken::new(),
             _gauge: crate::face::respond::GaugeGuard::new(gauge),
         }
-    }
-
-    pub fn set_log_level(&self, level: &'static str) {
-        *lock(&self.log_level) = Some(level);
-    }
-
-    pub fn log_level(&self) -> Option<&'static str> {
-        *lock(&self.log_level)
-    }
-
-    /// The `_meta` this session's calls carry to a 2026 child (with its log level, if set).
-    pub fn call_meta(&self) -> Arc<Vec<(String, Box<RawValue>)>> {
-        crate::protocol::stamp_with_log_level(&self.stamp_meta, self.log_level())
     }
 
     pub fn touch(&self) {
@@ -131,26 +120,26 @@ impl Session {
     }
 
     pub fn idle_for(&self) -> Duration {
-        let busy = {
-            let mut g = lock(&self.inflight);
-            let now = Instant::now();
-            g.retain(|_, f| match f {
-                Inflight::Live(_) => true,
-                Inflight::Detached(c, until) => *until > now && c.pending(),
-            });
-            !g.is_empty()
-        };
+        let now = Instant::now();
+        self.inflight.retain(|_, f| match f {
+            Inflight::Live(_) => true,
+            Inflight::Detached(c, until) => *until > now && c.pending(),
+        });
+        let busy = !self.inflight.is_empty();
         if busy || self.get_stream_open.load(Ordering::Relaxed) {
             return Duration::ZERO;
         }
         lock(&self.last_seen).elapsed()
     }
 
-    /// Track a call so a later `notifications/cancelled` can reach it.
-    pub fn begin_call(&self, client_id: &str) -> CancellationToken {
+    /// Track a call so a later `notifications/cancelled` can reach it; None when the session
+    /// has [`MAX_CALLS`] in flight already (the call is refused).
+    pub fn begin_call(&self, client_id: &str) -> Option<CancellationToken> {
         let t = self.closed.child_token();
-        lock(&self.inflight).insert(client_id.to_owned(), Inflight::Live(t.clone()));
-        t
+        self.inflight
+            .insert(client_id.to_owned(), Inflight::Live(t.clone()))
+            .ok()?;
+        Some(t)
     }
 
     /// The call's response is over. If the child is still working on it (the client hung up:
@@ -166,21 +155,26 @@ impl Session {
         cancelled: bool,
     ) {
         let mut over = None;
-        {
-            let mut g = lock(&self.inflight);
-            match detached {
-                // The session is over: nobody is left to run it for (see `close`); or the
-                // client cancelled it.
-                Some((c, _)) if c.pending() && (cancelled || self.closed.is_cancelled()) => {
-                    g.remove(client_id);
-                    over = Some(c);
+        match detached {
+            // The session is over: nobody is left to run it for (see `close`); or the
+            // client cancelled it.
+            Some((c, _)) if c.pending() && (cancelled || self.closed.is_cancelled()) => {
+                self.inflight.remove(client_id);
+                over = Some(c);
+            }
+            Some((c, until)) if c.pending() => {
+                // Replaces its own live entry: never refused for room.
+                if let Err(full) = self
+                    .inflight
+                    .insert(client_id.to_owned(), Inflight::Detached(c, until))
+                {
+                    if let Inflight::Detached(c, _) = full.0 {
+                        over = Some(c);
+                    }
                 }
-                Some((c, until)) if c.pending() => {
-                    g.insert(client_id.to_owned(), Inflight::Detached(c, until));
-                }
-                _ => {
-                    g.remove(client_id);
-                }
+            }
+            _ => {
+                self.inflight.remove(client_id);
             }
         }
         if let Some(c) = over {
@@ -191,7 +185,7 @@ impl Session {
 
     /// Cancel the call the client knows by `client_id`. Returns whether one was found.
     pub fn cancel_call(&self, client_id: &str) -> bool {
-        match lock(&self.inflight).remove(client_id) {
+        match self.inflight.remove(client_id) {
             Some(Inflight::Live(t)) => {
                 t.cancel();
                 true
@@ -203,37 +197,12 @@ impl Session {
 
     /// Was this id asked of this session (and not yet answered)? Consumes it.
     pub fn take_server_request(&self, id: &str) -> bool {
-        lock(&self.server_requests).remove(id)
+        self.server_requests.remove(id).is_some()
     }
 
     /// The capabilities the client declared at `initialize`.
-    pub fn client_caps(&self) -> Option<&RawValue> {
-        self.stamp_meta
-            .iter()
-            .find(|(k, _)| k == crate::protocol::META_CLIENT_CAPABILITIES)
-            .map(|(_, v)| &**v)
-    }
-
-    /// Wait for the client's answer to a request the bridge sends it under `id`.
-    pub fn expect_answer(&self, id: &str) -> tokio::sync::oneshot::Receiver<ClientAnswer> {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        lock(&self.waiters).insert(id.to_owned(), tx);
-        rx
-    }
-
-    pub fn forget_answer(&self, id: &str) {
-        lock(&self.waiters).remove(id);
-    }
-
-    /// Deliver a client's response to a request the bridge sent; false if none was expected.
-    pub fn deliver_answer(&self, id: &str, answer: ClientAnswer) -> bool {
-        match lock(&self.waiters).remove(id) {
-            Some(tx) => {
-                let _ = tx.send(answer);
-                true
-            }
-            None => false,
-        }
+    pub fn client_caps(&self) -> Option<Box<RawValue>> {
+        self.caller.caps()
     }
 
     /// End the session: cancel its calls and streams, stop its own child. Calls whose client
@@ -241,8 +210,11 @@ impl Session {
     /// still cancel them by id is gone.
     pub fn close(&self) {
         self.closed.cancel();
-        let detached: Vec<Canceller> = lock(&self.inflight)
+        self.caller.forget_all_answers();
+        let detached: Vec<Canceller> = self
+            .inflight
             .drain()
+            .into_iter()
             .filter_map(|(_, f)| match f {
                 Inflight::Detached(c, _) => Some(c),
                 Inflight::Live(_) => None, // cancelled with `closed`
@@ -260,33 +232,36 @@ impl Session {
 impl ServerRequestSink for Session {
     /// The child (initialised by the bridge with every capability) asks for something this
     /// client did not declare at `initialize` (e.g. URL elicitation from a form-only client):
-    /// refuse it to the child with -32601, as the client itself would.
-    fn admit(&self, child_id: &RawValue, method: &str, params: Option<&RawValue>) -> bool {
-        if crate::era::mrtr::may_ask(self.client_caps(), method, params) {
-            return true;
-        }
-        tracing::info!(
-            session = %self.id.get(..8).unwrap_or(&self.id),
-            "the child sent {method}, which this 2025 client did not declare: refused"
-        );
-        let err = crate::jsonrpc::error(
-            Some(child_id.get()),
-            crate::jsonrpc::code::METHOD_NOT_FOUND,
-            &format!("the client did not declare the capability {method} needs"),
-            None,
-        );
+    /// refuse it to the child with -32601, as the client itself would. A client that owes
+    /// [`MAX_SERVER_REQUESTS`] answers already is not asked more: -32603 to the child.
+    fn admit(
+        &self,
+        child_id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<(), &'static str> {
+        use crate::jsonrpc::code;
+        let short = self.id.get(..8).unwrap_or(&self.id);
+        let refusal = if !crate::era::mrtr::may_ask(self.client_caps().as_deref(), method, params) {
+            tracing::info!(session = %short, "the child sent {method}, which this 2025 client did not declare: refused");
+            let msg = format!("the client did not declare the capability {method} needs");
+            (code::METHOD_NOT_FOUND, msg, "undeclared_capability")
+        } else if self
+            .server_requests
+            .insert(child_id.get().to_owned(), ())
+            .is_err()
+        {
+            tracing::warn!(session = %short, "{method} refused: {MAX_SERVER_REQUESTS} requests already wait for this client's answer");
+            let msg = "mcp-bridge could not deliver this request: too many requests already wait for the client's answer".to_owned();
+            (code::INTERNAL_ERROR, msg, "slow_consumer")
+        } else {
+            return Ok(());
+        };
+        let err = crate::jsonrpc::error(Some(child_id.get()), refusal.0, &refusal.1, None);
         if let Err(e) = self.upstream.send_response(err) {
             tracing::warn!("could not refuse the child's {method}: {e}");
         }
-        false
-    }
-
-    fn register(&self, child_id: &RawValue) {
-        let mut g = lock(&self.server_requests);
-        // Bounded: a client that never answers cannot grow this without end.
-        if g.len() < 10_000 {
-            g.insert(child_id.get().to_owned());
-        }
+        Err(refusal.2)
     }
 }
 

@@ -34,27 +34,6 @@ use crate::framing;
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::protocol::{self, Era};
 
-/// `_meta` a 2025 client's calls carry to a 2026 child.
-fn session_meta(params: Option<&RawValue>) -> Vec<(String, Box<RawValue>)> {
-    let f = params.and_then(Fields::parse);
-    let caps = f
-        .as_ref()
-        .and_then(|f| f.get("capabilities"))
-        .map(|c| c.to_owned())
-        .unwrap_or_else(|| jsonrpc::raw("{}"));
-    let mut v = vec![
-        (
-            protocol::META_PROTOCOL_VERSION.to_owned(),
-            jsonrpc::raw(&format!("\"{}\"", protocol::MODERN)),
-        ),
-        (protocol::META_CLIENT_CAPABILITIES.to_owned(), caps),
-    ];
-    if let Some(ci) = f.as_ref().and_then(|f| f.get("clientInfo")) {
-        v.push((protocol::META_CLIENT_INFO.to_owned(), ci.to_owned()));
-    }
-    v
-}
-
 /// `initialize`: a new 2025 session (refused when the face holds `max_sessions` already).
 pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
     let id = pc.env.id.map(RawValue::get);
@@ -120,7 +99,7 @@ pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
     let session = Arc::new(Session::new(
         sid.clone(),
         version.to_owned(),
-        session_meta(pc.env.params),
+        crate::core::caller::Caller::initialized(pc.env.params),
         upstream,
         owns,
         app.metrics.sessions("2025"),
@@ -235,7 +214,7 @@ fn session_answer(app: &App, s: &Session, pc: &PostCtx<'_>) -> Response<Body> {
         (None, Some(e)) => Err(e.to_owned()),
         (None, None) => Err(jsonrpc::raw("{}")),
     };
-    if s.deliver_answer(rid, answer) {
+    if s.caller.deliver_answer(rid, answer) {
         // An answer to a request the bridge made on a 2026 upstream's behalf.
     } else if s.take_server_request(rid) {
         if let Err(e) = s.upstream.send_response(framing::single_line(pc.body)) {
@@ -279,7 +258,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
                 None,
             );
         };
-        s.set_log_level(level);
+        s.caller.set_log_level(level);
     }
     if child_era == Era::Modern {
         if let Some(r) = kept_by_bridge(s, pc, rid, method).await {
@@ -288,15 +267,27 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
     }
     let ctx = CallCtx {
         client_era: Era::Legacy,
-        stamp_meta: s.call_meta(),
+        stamp_meta: s.caller.call_meta(),
         session: Some(s.id.clone()),
         // Asked only on a stream, and only what it declared at `initialize`.
         accepts_server_requests: pc.accept_sse
-            && crate::era::mrtr::declares_any_input(s.client_caps()),
-        log_level: Some(s.log_level().unwrap_or("debug")),
+            && crate::era::mrtr::declares_any_input(s.client_caps().as_deref()),
+        log_level: Some(s.caller.log_level().unwrap_or("debug")),
         tool: tool_name(method, &pc.view),
     };
-    let cancel = s.begin_call(rid);
+    let Some(cancel) = s.begin_call(rid) else {
+        let msg =
+            "mcp-bridge: too many requests in flight on this session; retry once some are answered";
+        app.metrics
+            .rpc_error(&app.server, method, code::UPSTREAM_UNAVAILABLE, "bridge");
+        return rpc_error(
+            StatusCode::OK,
+            Some(rid),
+            code::UPSTREAM_UNAVAILABLE,
+            msg,
+            None,
+        );
+    };
     let done = InflightGuard {
         session: s.clone(),
         id: rid.to_owned(),
@@ -356,7 +347,7 @@ fn held_listen(s: &Arc<Session>) -> HeldListen {
     let me = Arc::clone(s);
     let ctx = move || CallCtx {
         client_era: Era::Legacy,
-        stamp_meta: me.call_meta(),
+        stamp_meta: me.caller.call_meta(),
         session: Some(me.id.clone()),
         accepts_server_requests: false,
         log_level: None,
@@ -401,6 +392,7 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
         rx,
         stopping: app.stopping.clone(),
         keepalive: app.cfg.keepalive,
+        metrics: app.metrics.clone(),
         _g: respond::GaugeGuard::new(app.metrics.sse_streams().clone()),
     };
     let stream = futures_util::stream::unfold(st, |mut st| async move {
@@ -421,6 +413,7 @@ struct GetStream {
     rx: broadcast::Receiver<UpstreamEvent>,
     stopping: CancellationToken,
     keepalive: Duration,
+    metrics: Arc<crate::metrics::Metrics>,
     _g: respond::GaugeGuard,
 }
 
@@ -472,15 +465,16 @@ impl GetStream {
             Ok(UpstreamEvent::ServerRequest { session, frame }) if session == self.s.id => {
                 if let Ok(env) = Envelope::parse(&frame) {
                     if let Some(id) = env.id {
-                        if !respond::ServerRequestSink::admit(
+                        let admitted = respond::ServerRequestSink::admit(
                             &*self.s,
                             id,
                             env.method(),
                             env.params,
-                        ) {
+                        );
+                        if let Err(reason) = admitted {
+                            self.metrics.dropped(reason);
                             return Then::Skip;
                         }
-                        respond::ServerRequestSink::register(&*self.s, id);
                     }
                 }
                 Then::Send(framing::sse_event(&frame))

@@ -102,12 +102,13 @@ impl Face {
     /// when exactly one request in flight asked for logs, filtered by that request's level.
     pub(super) async fn route_log(self: &Arc<Self>, params: Option<&RawValue>) {
         let rank = {
-            let g = lock(&self.inflight);
-            let mut asking = g.values().filter_map(|c| c.log_rank);
-            match (asking.next(), asking.next()) {
-                (Some(r), None) => Some(r),
-                _ => None,
-            }
+            self.inflight.with(|g| {
+                let mut asking = g.values().filter_map(|c| c.log_rank);
+                match (asking.next(), asking.next()) {
+                    (Some(r), None) => Some(r),
+                    _ => None,
+                }
+            })
         };
         if rank.is_some_and(|r| protocol::message_rank(params) >= r) {
             self.send(jsonrpc::notification(
@@ -126,7 +127,7 @@ impl Face {
         method: &str,
         params: Option<Box<RawValue>>,
     ) {
-        let caps = lock(&self.host).caps.clone();
+        let caps = self.caller.caps();
         if !mrtr::may_ask(caps.as_deref(), method, params.as_deref()) {
             info!("the remote sent {method}, which the 2025 host did not declare: refused");
             self.obs.dropped("undeclared_capability");
@@ -139,10 +140,9 @@ impl Face {
             return;
         }
         let ours = mrtr::mint_request_id();
-        {
-            let mut waiting = lock(&self.server_requests);
-            if waiting.len() >= super::MAX_SERVER_REQUESTS {
-                drop(waiting);
+        if let Err(full) = self.server_requests.insert(ours.clone(), remote_id) {
+            let remote_id = full.0;
+            {
                 // The host does not keep up with answering: counted as serve counts a client
                 // that reads too slowly, and the remote is told at once instead of waiting.
                 warn!("{method} from the remote refused: {} requests already wait for the host's answer", super::MAX_SERVER_REQUESTS);
@@ -155,7 +155,6 @@ impl Face {
                 self.respond_upstream(&remote_id, None, Some(&err));
                 return;
             }
-            waiting.insert(ours.clone(), remote_id);
         }
         debug!("relaying the remote's {method} to the host as {ours}");
         self.send(jsonrpc::request(

@@ -158,7 +158,7 @@ impl Face {
         let me = Arc::clone(self);
         let ctx = move || CallCtx {
             client_era: Era::Legacy,
-            stamp_meta: Arc::clone(&lock(&me.host).stamp),
+            stamp_meta: me.caller.stamp(),
             session: None,
             accepts_server_requests: false,
             log_level: None,

@@ -63,7 +63,7 @@ use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{broadcast, mpsc};
 use tokio_util::codec::FramedRead;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -73,6 +73,7 @@ use crate::call::{
     Call, CallCtx, CallEvent, CallHandle, Outcome, SharedUpstream, UpstreamEvent, UpstreamInfo,
     RELEASED_BY_BRIDGE,
 };
+use crate::core::caller::{Bounded, Caller};
 use crate::era::held::Subscriptions;
 use crate::era::mrtr::{self, ParkStore, StateSigner};
 use crate::era::notifications::{Honoured, ResourceSubs};
@@ -82,16 +83,11 @@ use crate::framing::{single_line, Line, LineDecoder};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::protocol::{self, Era};
 
-/// What the host told us in `initialize` (2025 host), stamped onto its calls for a 2026 remote.
+/// Which era the host speaks (learned from its first message; what a 2025 host said at
+/// `initialize` is the core's per-caller state, `Face::caller`).
 #[derive(Default)]
 struct Host {
     era: Option<Era>,
-    stamp: Arc<Vec<(String, Box<RawValue>)>>,
-    /// The level of the 2025 host's last `logging/setLevel`.
-    log_level: Option<&'static str>,
-    /// The capabilities the 2025 host declared at `initialize`: the gate before it is asked
-    /// anything (`mrtr::may_ask`, as serve does for a 2025 session).
-    caps: Option<Box<RawValue>>,
 }
 
 /// The one caller a stdio face has, as far as `requestState` binding goes.
@@ -105,10 +101,11 @@ const MAX_PARKED: usize = 256;
 /// desktop host stays far below it; a host that floods cannot grow the face without bound.
 const MAX_INFLIGHT: usize = 4096;
 
-/// Most requests of the remote waiting for the host's answer at once (its 2025 server
-/// requests, and a 2026 remote's input requests to a 2025 host): one more is refused to the
-/// remote (counted as `dropped_frames_total{reason="slow_consumer"}`).
-const MAX_SERVER_REQUESTS: usize = 1024;
+/// Most 2025 server requests of the remote waiting for the host's answer at once (serve's
+/// sessions keep the same bound): one more is refused to the remote with `-32603` (counted
+/// as `dropped_frames_total{reason="slow_consumer"}`). A 2026 remote's input requests to a
+/// 2025 host wait in the core's `Caller` (`core::caller::MAX_ANSWERS`).
+const MAX_SERVER_REQUESTS: usize = 10_000;
 
 /// How long the face waits for the upstream to be known (its era probe) before a call.
 const UPSTREAM_WAIT: Duration = Duration::from_secs(60);
@@ -146,9 +143,6 @@ struct ParkCtx {
     /// Reuse this parked-call id when resuming.
     park_id: Option<u64>,
 }
-
-/// A host's answer to one of our input requests: its result, or its error.
-type HostAnswer = crate::era::rounds::Answer;
 
 /// Who a call's traffic goes to, and what it may receive.
 #[derive(Default)]
@@ -197,8 +191,12 @@ struct Face {
     hello: Arc<crate::core::Hello>,
     out: mpsc::Sender<Bytes>,
     host: Mutex<Host>,
-    /// Host request id (exact JSON text) → its call.
-    inflight: Mutex<HashMap<String, Inflight>>,
+    /// What a 2025 host said at `initialize`, its log level, the answers the bridge waits
+    /// for from it (a 2026 remote's input requests): the per-caller state serve's sessions
+    /// hold too.
+    caller: Caller,
+    /// Host request id (exact JSON text) → its call (at most `MAX_INFLIGHT`).
+    inflight: Bounded<String, Inflight>,
     /// 2026 host's listens served by the bridge (2025 remote), by listen id (exact JSON text).
     listens: Mutex<HashMap<String, Arc<Listener>>>,
     /// The 2025 remote's resource subscriptions held for those listens.
@@ -209,10 +207,9 @@ struct Face {
     subs: Arc<Subscriptions>,
     /// Cancelled when the face shuts down (before the calls in flight are cancelled).
     stopping: CancellationToken,
-    /// Our id for a server request sent to the host → the remote's id.
-    server_requests: Mutex<HashMap<String, Box<RawValue>>>,
-    /// Our id for an input request of a 2026 remote sent to a 2025 host → its waiter.
-    input_waits: Mutex<HashMap<String, oneshot::Sender<HostAnswer>>>,
+    /// Our id for a server request sent to the host → the remote's id (at most
+    /// `MAX_SERVER_REQUESTS`).
+    server_requests: Bounded<String, Box<RawValue>>,
     signer: StateSigner,
     parked: ParkStore<CallHandle>,
     /// The host's id of a request answered `input_required` → its parked call, so that the
@@ -315,14 +312,14 @@ impl Face {
             hello,
             out,
             host: Mutex::new(Host::default()),
-            inflight: Mutex::new(HashMap::new()),
+            caller: Caller::default(),
+            inflight: Bounded::new(MAX_INFLIGHT),
             listens: Mutex::new(HashMap::new()),
             resource_subs: ResourceSubs::default(),
             held_started: AtomicBool::new(false),
             subs: Subscriptions::new(),
             stopping: CancellationToken::new(),
-            server_requests: Mutex::new(HashMap::new()),
-            input_waits: Mutex::new(HashMap::new()),
+            server_requests: Bounded::new(MAX_SERVER_REQUESTS),
             signer: StateSigner::new(),
             parked: ParkStore::new(MAX_PARKED),
             parked_requests: Mutex::new(HashMap::new()),
@@ -337,7 +334,7 @@ impl Face {
     /// for the face's tasks. The upstream itself is stopped by whoever started it.
     async fn shut_down(&self) {
         self.stopping.cancel();
-        for (_, c) in lock(&self.inflight).drain() {
+        for (_, c) in self.inflight.drain() {
             c.stop.cancel(if c.listen {
                 RELEASED_BY_BRIDGE
             } else {
@@ -347,7 +344,7 @@ impl Face {
         for mut p in self.parked.take_all() {
             p.handle.set_cancel_reason("shutdown");
         }
-        lock(&self.input_waits).clear();
+        self.caller.forget_all_answers();
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
     }
@@ -499,30 +496,23 @@ impl Face {
         };
         let stop = Stop::default();
         let listen = modern && method == "subscriptions/listen";
-        {
-            let mut inflight = lock(&self.inflight);
-            if inflight.contains_key(&id) {
-                drop(inflight);
+        let entry = Inflight {
+            stop: stop.clone(),
+            // Never log messages on a listen.
+            log_rank: Who::of(&ctx).log_rank.filter(|_| !listen),
+            listen,
+        };
+        match self.inflight.insert_new(id.clone(), entry) {
+            Ok(true) => {}
+            Ok(false) => {
                 let msg = "a request with this id is still in flight";
-                self.refuse(t, id, code::INVALID_REQUEST, msg);
-                return;
+                return self.refuse(t, id, code::INVALID_REQUEST, msg);
             }
-            if inflight.len() >= MAX_INFLIGHT {
-                drop(inflight);
+            Err(_) => {
                 warn!("refused {method}: {MAX_INFLIGHT} host requests are in flight");
                 let msg = "mcp-bridge: too many requests in flight from this client; retry once some are answered";
-                self.refuse(t, id, code::UPSTREAM_UNAVAILABLE, msg);
-                return;
+                return self.refuse(t, id, code::UPSTREAM_UNAVAILABLE, msg);
             }
-            inflight.insert(
-                id.clone(),
-                Inflight {
-                    stop: stop.clone(),
-                    // Never log messages on a listen.
-                    log_rank: Who::of(&ctx).log_rank.filter(|_| !listen),
-                    listen,
-                },
-            );
         }
         let call = Call {
             method,
@@ -558,6 +548,7 @@ impl Face {
                 ..CallCtx::modern()
             });
         }
+        drop(h);
         if method == "logging/setLevel" {
             let level = params
                 .and_then(Fields::parse)
@@ -565,11 +556,11 @@ impl Face {
                 .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
                 .and_then(|l| protocol::log_level(&l));
             let (level, _) = level.ok_or("invalid or missing logging level")?;
-            h.log_level = Some(level);
+            self.caller.set_log_level(level);
         }
         Ok(CallCtx {
             client_era: Era::Legacy,
-            stamp_meta: protocol::stamp_with_log_level(&h.stamp, h.log_level),
+            stamp_meta: self.caller.call_meta(),
             session: None,
             accepts_server_requests: true,
             log_level: None,
@@ -578,30 +569,13 @@ impl Face {
     }
 
     fn start_initialize(self: &Arc<Self>, t: Tracked, id: String, params: Option<Box<RawValue>>) {
-        let p = params.as_deref();
-        let field = |k: &str| {
-            p.and_then(Fields::parse)
-                .and_then(|f| f.get(k).map(ToOwned::to_owned))
-        };
-        let requested =
-            field("protocolVersion").and_then(|v| serde_json::from_str::<String>(v.get()).ok());
-        let mut stamp: Vec<(String, Box<RawValue>)> = vec![(
-            protocol::META_PROTOCOL_VERSION.to_owned(),
-            jsonrpc::raw(&format!("\"{}\"", protocol::MODERN)),
-        )];
-        stamp.push((
-            protocol::META_CLIENT_CAPABILITIES.to_owned(),
-            field("capabilities").unwrap_or_else(|| jsonrpc::raw("{}")),
-        ));
-        if let Some(ci) = field("clientInfo") {
-            stamp.push((protocol::META_CLIENT_INFO.to_owned(), ci));
-        }
-        {
-            let mut h = lock(&self.host);
-            h.era = Some(Era::Legacy);
-            h.caps = field("capabilities");
-            h.stamp = Arc::new(stamp);
-        }
+        let requested = params
+            .as_deref()
+            .and_then(Fields::parse)
+            .and_then(|f| f.get("protocolVersion").map(|v| v.get().to_owned()))
+            .and_then(|v| serde_json::from_str::<String>(&v).ok());
+        lock(&self.host).era = Some(Era::Legacy);
+        self.caller.initialize(params.as_deref());
         info!(
             "the host speaks 2025 ({})",
             requested.as_deref().unwrap_or("no version")
@@ -637,7 +611,7 @@ impl Face {
                 else {
                     return;
                 };
-                let running = lock(&self.inflight).remove(&rid);
+                let running = self.inflight.remove(&rid);
                 match running {
                     Some(c) => {
                         info!("the host cancelled request {rid}");
@@ -664,14 +638,13 @@ impl Face {
     fn handle_response(self: &Arc<Self>, env: &Envelope<'_>) {
         let Some(id) = env.id else { return };
         let id = id.get().trim();
-        let Some(remote_id) = lock(&self.server_requests).remove(id) else {
-            if let Some(tx) = lock(&self.input_waits).remove(id) {
-                let a = match (env.result, env.error) {
-                    (Some(r), _) => Ok(ToOwned::to_owned(r)),
-                    (None, Some(e)) => Err(ToOwned::to_owned(e)),
-                    (None, None) => Err(jsonrpc::raw("null")),
-                };
-                let _ = tx.send(a);
+        let Some(remote_id) = self.server_requests.remove(id) else {
+            let a = match (env.result, env.error) {
+                (Some(r), _) => Ok(ToOwned::to_owned(r)),
+                (None, Some(e)) => Err(ToOwned::to_owned(e)),
+                (None, None) => Err(jsonrpc::raw("null")),
+            };
+            if self.caller.deliver_answer(id, a) {
                 return;
             }
             debug!("a response from the host for an unknown id was dropped");

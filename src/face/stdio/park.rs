@@ -31,7 +31,7 @@ impl Face {
     /// host cancelled it).
     pub(super) async fn run_call(self: Arc<Self>, t: Tracked, id: String, call: Call, stop: Stop) {
         let outcome = self.drive(&id, call, &stop).await;
-        lock(&self.inflight).remove(&id);
+        self.inflight.remove(&id);
         if let Some(o) = outcome {
             self.reply(t, &id, o).await;
         }
@@ -290,7 +290,7 @@ impl Face {
         call: Call,
         stop: &Stop,
     ) -> Option<Outcome> {
-        let caps = lock(&self.host).caps.clone();
+        let caps = self.caller.caps();
         let side = HostRounds {
             face: self,
             id,
@@ -302,7 +302,7 @@ impl Face {
 }
 
 /// The stdio face's side of a 2025 host's input rounds: requests go to stdout, answers come
-/// back as the host's responses (`input_waits`), and each may take `mrtr::INPUT_TTL`.
+/// back as the host's responses (the core's `Caller` waits for them), and each may take `mrtr::INPUT_TTL`.
 struct HostRounds<'a> {
     face: &'a Arc<Face>,
     id: &'a str,
@@ -312,8 +312,8 @@ struct HostRounds<'a> {
 }
 
 impl RoundsFace for HostRounds<'_> {
-    fn caller_caps(&self) -> Option<&RawValue> {
-        self.caps.as_deref()
+    fn caller_caps(&self) -> Option<Box<RawValue>> {
+        self.caps.clone()
     }
     fn start(&self, call: Call) -> BoxFuture<'_, Result<CallHandle, Outcome>> {
         Box::pin(self.face.start(call))
@@ -322,13 +322,11 @@ impl RoundsFace for HostRounds<'_> {
         let who = Who::default();
         self.face.follow(self.id, h, self.stop, &who, None).await
     }
-    fn expect_answer(&self, id: &str) -> oneshot::Receiver<rounds::Answer> {
-        let (tx, rx) = oneshot::channel();
-        lock(&self.face.input_waits).insert(id.to_owned(), tx);
-        rx
+    fn expect_answer(&self, id: &str) -> Option<oneshot::Receiver<rounds::Answer>> {
+        self.face.caller.expect_answer(id)
     }
     fn forget_answer(&self, id: &str) {
-        lock(&self.face.input_waits).remove(id);
+        self.face.caller.forget_answer(id);
     }
     fn send_request(&self, frame: Bytes) -> BoxFuture<'_, bool> {
         Box::pin(async move { self.face.out.send(frame).await.is_ok() })
