@@ -296,6 +296,15 @@ pub fn legacy_result_to_modern(method: &str, result: &RawValue) -> Option<String
     String::from_utf8(out.to_vec()).ok()
 }
 
+/// Is this result a 2026 `input_required` (a request for more input, not the final result)?
+/// The one test every layer uses (the rounds, result translation, the tool-result metrics):
+/// a byte scan first, so that the common result is never parsed for it.
+pub fn is_input_required(r: &RawValue) -> bool {
+    memchr::memmem::find(r.get().as_bytes(), b"input_required").is_some()
+        && Fields::parse(r).and_then(|f| f.get("resultType").map(RawValue::get))
+            == Some("\"input_required\"")
+}
+
 /// Turn a 2026 child's complete result into a 2025 one: drop `resultType: "complete"`,
 /// `ttlMs` and `cacheScope`, which 2025 clients do not know. Other results (e.g.
 /// `input_required`, handled by the bridge) pass through. None when nothing changes.

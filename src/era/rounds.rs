@@ -141,11 +141,7 @@ async fn more_rounds<F: RoundsFace>(
     ))
 }
 
-/// Is this result an `input_required` one?
-fn is_input_required(res: &RawValue) -> bool {
-    Fields::parse(res).and_then(|f| f.get("resultType").map(RawValue::get))
-        == Some("\"input_required\"")
-}
+use crate::protocol::is_input_required;
 
 /// One `input_required` round: ask the caller, then build the retry's params (the original
 /// params + `inputResponses` + the exact `requestState`). None: no answer is owed;

@@ -4,7 +4,6 @@
 
 use std::sync::{Arc, RwLock};
 
-use serde_json::value::RawValue;
 
 use crate::call::{Call, Outcome};
 use crate::jsonrpc::Fields;
@@ -88,7 +87,7 @@ impl RemoteObserver {
                 let Some(tool) = tool_label(&self.tools, call) else {
                     return;
                 };
-                if !is_input_required(r) {
+                if !crate::protocol::is_input_required(r) {
                     self.metrics
                         .tool_result(&self.server, &tool, protocol::is_tool_error(r));
                 }
@@ -109,13 +108,6 @@ impl RemoteObserver {
     }
 }
 
-/// Is this result a 2026 `input_required` (a request for more input, not the final result)?
-fn is_input_required(r: &RawValue) -> bool {
-    memchr::memmem::find(r.get().as_bytes(), b"input_required").is_some()
-        && Fields::parse(r)
-            .and_then(|f| f.get("resultType").map(|v| v.get() == "\"input_required\""))
-            == Some(true)
-}
 
 #[cfg(test)]
 mod tests {

@@ -330,15 +330,9 @@ fn stamped_params(call: &Call) -> Option<Box<RawValue>> {
 /// fields go (`resultType`, `ttlMs`, `cacheScope`), except on `input_required`, which is left
 /// as it is: the face turns it into requests to the 2025 host and retries with the answers.
 fn result_for(client_era: Era, r: &RawValue) -> Outcome {
-    if client_era == Era::Legacy {
-        let input_required = memchr::memmem::find(r.get().as_bytes(), b"input_required").is_some()
-            && Fields::parse(r)
-                .and_then(|f| f.get("resultType").map(|v| v.get() == "\"input_required\""))
-                == Some(true);
-        if !input_required {
-            if let Some(t) = protocol::modern_result_to_legacy(r) {
-                return Outcome::Result(jsonrpc::raw(&t));
-            }
+    if client_era == Era::Legacy && !protocol::is_input_required(r) {
+        if let Some(t) = protocol::modern_result_to_legacy(r) {
+            return Outcome::Result(jsonrpc::raw(&t));
         }
     }
     Outcome::Result(ToOwned::to_owned(r))
