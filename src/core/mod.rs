@@ -50,7 +50,6 @@ use crate::error::BridgeError;
 use crate::jsonrpc::{self, Fields};
 use crate::protocol::{self, Era};
 
-/// Start `call` on `up` (waiting up to `wait` for it to be ready), with the era rules applied.
 /// The one host's `initialize` params (client info, capabilities, requested version), held
 /// for an upstream that opens a 2025 session of its own for that host (`connect` in front of
 /// a 2025 remote). The face keeps it as the caller's state and sets it before it asks the
@@ -70,6 +69,7 @@ impl Hello {
     }
 }
 
+/// Start `call` on `up` (waiting up to `wait` for it to be ready), with the era rules applied.
 pub async fn start(
     up: &SharedUpstream,
     mut call: Call,
@@ -199,6 +199,14 @@ pub fn unroutable_reply(method: &str, why: &str) -> Result<Box<RawValue>, Box<Ra
         &format!("mcp-bridge cannot deliver {method} to a client: {why}"),
         None,
     )))
+}
+
+/// A 2026 caller's `server/discover` on a 2025 upstream, answered by the bridge from what the
+/// upstream said at `initialize` (`era::lifecycle`); None for a 2026 upstream, which answers
+/// it itself. Both faces answer it here, before any call starts.
+pub fn discover_for(info: &UpstreamInfo) -> Option<String> {
+    (info.era == Era::Legacy)
+        .then(|| crate::era::lifecycle::discover_from_initialize(info.initialize.as_deref()))
 }
 
 /// The `InitializeResult` a 2025 caller gets at `version` (rule 6): built from the upstream's

@@ -254,14 +254,13 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         }
     };
     let rid = id.unwrap_or("null");
-    if info.era == Era::Legacy {
-        match method {
-            "server/discover" => {
-                return respond::json(StatusCode::OK, jsonrpc::result(rid, &discover_from(&info)));
-            }
-            "subscriptions/listen" => return crate::face::listen::listen(app, pc, &info).await,
-            _ => {}
+    if method == "server/discover" {
+        if let Some(d) = crate::core::discover_for(&info) {
+            return respond::json(StatusCode::OK, jsonrpc::result(rid, &d));
         }
+    }
+    if info.era == Era::Legacy && method == "subscriptions/listen" {
+        return crate::face::listen::listen(app, pc, &info).await;
     }
     let mut ctx = CallCtx::modern();
     ctx.tool = crate::face::run::tool_name(method, &pc.view);
@@ -387,12 +386,6 @@ async fn resume(app: &App, pc: &PostCtx<'_>, method: &str, state: &str) -> Respo
                 .await
         }
     }
-}
-
-/// A `DiscoverResult` built from a 2025 child's `InitializeResult`.
-/// A `server/discover` result for a 2025 upstream (`era::lifecycle`, shared with connect).
-pub fn discover_from(info: &crate::call::UpstreamInfo) -> String {
-    crate::era::lifecycle::discover_from_initialize(info.initialize.as_deref())
 }
 
 #[cfg(test)]

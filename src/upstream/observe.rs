@@ -4,7 +4,6 @@
 
 use std::sync::{Arc, RwLock};
 
-
 use crate::call::{Call, Outcome};
 use crate::jsonrpc::Fields;
 use crate::metrics::{Metrics, ToolNames, ROUTE_UPSTREAM};
@@ -107,7 +106,6 @@ impl RemoteObserver {
         self.metrics.cancelled(cause);
     }
 }
-
 
 #[cfg(test)]
 mod tests {

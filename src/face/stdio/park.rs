@@ -48,6 +48,13 @@ impl Face {
             if call.method == "subscriptions/listen" {
                 return self.listen(id, call, stop).await;
             }
+            if call.method == "server/discover" {
+                // A 2025 upstream's discover is the core's to answer, as on serve.
+                let info = self.up.info(super::UPSTREAM_WAIT).await;
+                if let Some(d) = info.ok().as_ref().and_then(crate::core::discover_for) {
+                    return Some(Outcome::Result(jsonrpc::raw(&d)));
+                }
+            }
         } else if let Some(o) = self.legacy_host_local(&call).await {
             return Some(o);
         }
