@@ -18,7 +18,6 @@ pub mod cluster;
 pub mod config;
 pub mod core;
 pub mod daemon;
-pub mod demo;
 pub mod era;
 pub mod error;
 pub mod face;

@@ -9,6 +9,10 @@ use tracing::{error, info};
 
 use mcp_bridge::cli::{Cli, Command};
 
+// The built-in demo server belongs to the binary, not to the library's API: `demo-server` runs
+// it, and `serve --demo` spawns this binary's `demo-server` as its child.
+mod demo;
+
 // The allocator: jemalloc by default, because it gives freed memory back to the OS (background
 // purging, 1 s decay: .cargo/config.toml) where glibc's malloc kept all of a burst of streams;
 // benches/RESULTS.md, "2026-12-01 memory per stream", has the figures. mimalloc is a candidate
@@ -38,18 +42,15 @@ fn main() -> ExitCode {
     };
     mcp_bridge::telemetry::init_logging(&cli.log_level, cli.log_format);
     match cli.command {
-        Command::DemoServer(a) => match mcp_bridge::demo::main_with_mode(
-            a.era
-                .as_str()
-                .parse()
-                .unwrap_or(mcp_bridge::demo::DemoMode::Dual),
-        ) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                error!("demo server: {e}");
-                ExitCode::FAILURE
+        Command::DemoServer(a) => {
+            match demo::main_with_mode(a.era.as_str().parse().unwrap_or(demo::DemoMode::Dual)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    error!("demo server: {e}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
         // Every form of `serve` (-- CMD, --demo, --upstream, --config) is the daemon.
         Command::Serve(args) => mcp_bridge::daemon::main(*args, given_flags(&matches)),
         Command::CheckConfig(a) => mcp_bridge::daemon::check_config(&a),

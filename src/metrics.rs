@@ -155,11 +155,218 @@ pub struct Metrics {
     cluster_forwards: IntCounterVec,
 }
 
-fn counter(r: &Registry, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help).namespace("mcp_bridge"), labels)
-        .unwrap_or_else(|e| panic!("metric {name} is malformed: {e}"));
-    let _ = r.register(Box::new(c.clone()));
-    c
+/// One metric family: its name (under the `mcp_bridge` namespace), help text and label names.
+/// Every family the bridge exports is one of the constants below.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    labels: &'static [&'static str],
+}
+
+const LATENCY: Family = Family {
+    name: "request_duration_seconds",
+    help: "Time to the final response",
+    labels: &["server", "method"],
+};
+
+const HTTP_DURATION: Family = Family {
+    name: "http_request_duration_seconds",
+    help: "Time from an HTTP request's arrival to its response headers, by route and method",
+    labels: &["route", "method"],
+};
+
+const BUILD_INFO: Family = Family {
+    name: "build_info",
+    help: "Always 1; the version label says which build runs",
+    labels: &["version"],
+};
+
+const HTTP_RESPONSES: Family = Family {
+    name: "http_responses_total",
+    help: "HTTP responses by route, method and status",
+    labels: &["route", "method", "status"],
+};
+
+const RPC_REQUESTS: Family = Family {
+    name: "jsonrpc_requests_total",
+    help: "JSON-RPC requests by server and method",
+    labels: &["server", "method"],
+};
+
+const RPC_ERRORS: Family = Family {
+    name: "jsonrpc_errors_total",
+    help: "JSON-RPC error responses by server, method, code and source (upstream|bridge)",
+    labels: &["server", "method", "code", "source"],
+};
+
+const TOOL_RESULTS: Family = Family {
+    name: "tool_results_total",
+    help: "tools/call results by server, tool and isError",
+    labels: &["server", "tool", "is_error"],
+};
+
+const CANCELLATIONS: Family = Family {
+    name: "cancellations_total",
+    help: "Calls cancelled, by cause",
+    labels: &["cause"],
+};
+
+const DROPPED_FRAMES: Family = Family {
+    name: "dropped_frames_total",
+    help: "Frames dropped, by reason",
+    labels: &["reason"],
+};
+
+const CHILD_STARTS: Family = Family {
+    name: "child_starts_total",
+    help: "Child processes started",
+    labels: &["server"],
+};
+
+const CHILD_EXITS: Family = Family {
+    name: "child_exits_total",
+    help: "Child processes exited, by reason",
+    labels: &["server", "reason"],
+};
+
+const CHILD_RESTARTS: Family = Family {
+    name: "child_restarts_total",
+    help: "Child processes restarted after an unplanned exit or a failed start",
+    labels: &["server"],
+};
+
+const UPSTREAM_UP: Family = Family {
+    name: "upstream_up",
+    help: "1 while the upstream is ready",
+    labels: &["server"],
+};
+
+const CALLS_IN_FLIGHT: Family = Family {
+    name: "calls_in_flight",
+    help: "Calls waiting for their final response",
+    labels: &[],
+};
+
+const CALLS_QUEUED: Family = Family {
+    name: "calls_queued",
+    help: "Calls held back until their 2025 child can attribute its requests to them",
+    labels: &["server"],
+};
+
+const POOL_CHILDREN: Family = Family {
+    name: "pool_children",
+    help: "Child processes a server's pool runs (starting or ready)",
+    labels: &["server"],
+};
+
+const POOL_BUSY: Family = Family {
+    name: "pool_busy_children",
+    help: "Children of a server's pool with at least one call in flight",
+    labels: &["server"],
+};
+
+const SSE_STREAMS: Family = Family {
+    name: "sse_streams_open",
+    help: "Open SSE response streams",
+    labels: &[],
+};
+
+const SESSIONS: Family = Family {
+    name: "sessions_active",
+    help: "Active 2025-era sessions",
+    labels: &["era"],
+};
+
+const AUTH_FAILURES: Family = Family {
+    name: "auth_failures_total",
+    help: "Requests refused by authentication, by reason",
+    labels: &["reason"],
+};
+
+const AUTH_SUCCESSES: Family = Family {
+    name: "auth_successes_total",
+    help: "Authenticated requests, by caller (token name, or jwt)",
+    labels: &["caller"],
+};
+
+const TRANSPORT_FAILURES: Family = Family {
+    name: "upstream_transport_failures_total",
+    help: "Exchanges with a remote upstream that got no usable HTTP answer, by server and reason",
+    labels: &["server", "reason"],
+};
+
+const CLUSTER_FORWARDS: Family = Family {
+    name: "cluster_forwards_total",
+    help: "Requests handed to the replica that owns their session or parked call, by outcome (ok, unreachable; owner_lost_midway besides ok)",
+    labels: &["server", "outcome"],
+};
+
+const RELOADS: Family = Family {
+    name: "reloads_total",
+    help: "Reloads on SIGHUP by part and outcome (failed: the previous state stays)",
+    labels: &["part", "outcome"],
+};
+
+impl Family {
+    fn opts(&self) -> Opts {
+        Opts::new(self.name, self.help).namespace("mcp_bridge")
+    }
+
+    /// The family as a counter vector, registered in `r`.
+    fn counter(&self, r: &Registry) -> IntCounterVec {
+        let c = IntCounterVec::new(self.opts(), self.labels)
+            .unwrap_or_else(|e| panic!("metric {} is malformed: {e}", self.name));
+        let _ = r.register(Box::new(c.clone()));
+        c
+    }
+
+    /// The family as one gauge without labels, registered in `r`.
+    fn gauge(&self, r: &Registry) -> IntGauge {
+        let g =
+            IntGauge::with_opts(self.opts()).unwrap_or_else(|e| panic!("gauge {}: {e}", self.name));
+        let _ = r.register(Box::new(g.clone()));
+        g
+    }
+
+    /// The family as a gauge vector, registered in `r`.
+    fn gauge_vec(&self, r: &Registry) -> IntGaugeVec {
+        let g = IntGaugeVec::new(self.opts(), self.labels)
+            .unwrap_or_else(|e| panic!("gauge {}: {e}", self.name));
+        let _ = r.register(Box::new(g.clone()));
+        g
+    }
+
+    /// The family as a histogram vector over [`LATENCY_BUCKETS`], registered in `r`.
+    fn histogram(&self, r: &Registry) -> HistogramVec {
+        let h = HistogramVec::new(
+            HistogramOpts::from(self.opts()).buckets(LATENCY_BUCKETS.to_vec()),
+            self.labels,
+        )
+        .unwrap_or_else(|e| panic!("histogram {}: {e}", self.name));
+        let _ = r.register(Box::new(h.clone()));
+        h
+    }
+}
+
+/// `build_info{version}`, always 1.
+fn register_build_info(r: &Registry) {
+    BUILD_INFO
+        .gauge_vec(r)
+        .with_label_values(&[env!("CARGO_PKG_VERSION")])
+        .set(1);
+}
+
+/// The process collector (Linux): process_cpu_seconds_total, process_resident_memory_bytes,
+/// process_open_fds, …
+fn register_process_collector(r: &Registry) {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = r.register(Box::new(
+            prometheus::process_collector::ProcessCollector::for_self(),
+        ));
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = r;
 }
 
 impl Metrics {
@@ -167,153 +374,31 @@ impl Metrics {
     /// error caught by the unit test below, never something input can reach.
     pub fn new() -> Self {
         let r = Registry::new();
-        let latency = HistogramVec::new(
-            HistogramOpts::new("request_duration_seconds", "Time to the final response")
-                .namespace("mcp_bridge")
-                .buckets(LATENCY_BUCKETS.to_vec()),
-            &["server", "method"],
-        )
-        .unwrap_or_else(|e| panic!("latency histogram: {e}"));
-        let _ = r.register(Box::new(latency.clone()));
-        let http_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "http_request_duration_seconds",
-                "Time from an HTTP request's arrival to its response headers, by route and method",
-            )
-            .namespace("mcp_bridge")
-            .buckets(LATENCY_BUCKETS.to_vec()),
-            &["route", "method"],
-        )
-        .unwrap_or_else(|e| panic!("http duration histogram: {e}"));
-        let _ = r.register(Box::new(http_duration.clone()));
-        let build = IntGaugeVec::new(
-            Opts::new(
-                "build_info",
-                "Always 1; the version label says which build runs",
-            )
-            .namespace("mcp_bridge"),
-            &["version"],
-        )
-        .unwrap_or_else(|e| panic!("build info: {e}"));
-        build.with_label_values(&[env!("CARGO_PKG_VERSION")]).set(1);
-        let _ = r.register(Box::new(build));
-        #[cfg(target_os = "linux")]
-        {
-            // process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, …
-            let _ = r.register(Box::new(
-                prometheus::process_collector::ProcessCollector::for_self(),
-            ));
-        }
-        let gauge = |name: &str, help: &str| {
-            let g = IntGauge::with_opts(Opts::new(name, help).namespace("mcp_bridge"))
-                .unwrap_or_else(|e| panic!("gauge {name}: {e}"));
-            let _ = r.register(Box::new(g.clone()));
-            g
-        };
-        let gauge_vec = |name: &str, help: &str, labels: &[&str]| {
-            let g = IntGaugeVec::new(Opts::new(name, help).namespace("mcp_bridge"), labels)
-                .unwrap_or_else(|e| panic!("gauge {name}: {e}"));
-            let _ = r.register(Box::new(g.clone()));
-            g
-        };
+        let latency = LATENCY.histogram(&r);
+        let http_duration = HTTP_DURATION.histogram(&r);
+        register_build_info(&r);
+        register_process_collector(&r);
         Self {
-            http_responses: counter(
-                &r,
-                "http_responses_total",
-                "HTTP responses by route, method and status",
-                &["route", "method", "status"],
-            ),
-            rpc_requests: counter(
-                &r,
-                "jsonrpc_requests_total",
-                "JSON-RPC requests by server and method",
-                &["server", "method"],
-            ),
-            rpc_errors: counter(
-                &r,
-                "jsonrpc_errors_total",
-                "JSON-RPC error responses by server, method, code and source (upstream|bridge)",
-                &["server", "method", "code", "source"],
-            ),
-            tool_results: counter(
-                &r,
-                "tool_results_total",
-                "tools/call results by server, tool and isError",
-                &["server", "tool", "is_error"],
-            ),
-            cancellations: counter(
-                &r,
-                "cancellations_total",
-                "Calls cancelled, by cause",
-                &["cause"],
-            ),
-            dropped_frames: counter(
-                &r,
-                "dropped_frames_total",
-                "Frames dropped, by reason",
-                &["reason"],
-            ),
-            child_starts: counter(
-                &r,
-                "child_starts_total",
-                "Child processes started",
-                &["server"],
-            ),
-            child_exits: counter(
-                &r,
-                "child_exits_total",
-                "Child processes exited, by reason",
-                &["server", "reason"],
-            ),
-            child_restarts: counter(
-                &r,
-                "child_restarts_total",
-                "Child processes restarted after an unplanned exit or a failed start",
-                &["server"],
-            ),
-            upstream_up: gauge_vec("upstream_up", "1 while the upstream is ready", &["server"]),
-            calls_in_flight: gauge("calls_in_flight", "Calls waiting for their final response"),
-            calls_queued: gauge_vec(
-                "calls_queued",
-                "Calls held back until their 2025 child can attribute its requests to them",
-                &["server"],
-            ),
-            pool_children: gauge_vec(
-                "pool_children",
-                "Child processes a server's pool runs (starting or ready)",
-                &["server"],
-            ),
-            pool_busy: gauge_vec(
-                "pool_busy_children",
-                "Children of a server's pool with at least one call in flight",
-                &["server"],
-            ),
-            sse_streams: gauge("sse_streams_open", "Open SSE response streams"),
-            sessions: gauge_vec("sessions_active", "Active 2025-era sessions", &["era"]),
-            auth_failures: counter(
-                &r,
-                "auth_failures_total",
-                "Requests refused by authentication, by reason",
-                &["reason"],
-            ),
-            auth_successes: counter(
-                &r,
-                "auth_successes_total",
-                "Authenticated requests, by caller (token name, or jwt)",
-                &["caller"],
-            ),
-            transport_failures: counter(
-                &r,
-                "upstream_transport_failures_total",
-                "Exchanges with a remote upstream that got no usable HTTP answer, by server and reason",
-                &["server", "reason"],
-            ),
-            cluster_forwards: counter(
-                &r,
-                "cluster_forwards_total",
-                "Requests handed to the replica that owns their session or parked call, by outcome (ok, unreachable; owner_lost_midway besides ok)",
-                &["server", "outcome"],
-            ),
+            http_responses: HTTP_RESPONSES.counter(&r),
+            rpc_requests: RPC_REQUESTS.counter(&r),
+            rpc_errors: RPC_ERRORS.counter(&r),
+            tool_results: TOOL_RESULTS.counter(&r),
+            cancellations: CANCELLATIONS.counter(&r),
+            dropped_frames: DROPPED_FRAMES.counter(&r),
+            child_starts: CHILD_STARTS.counter(&r),
+            child_exits: CHILD_EXITS.counter(&r),
+            child_restarts: CHILD_RESTARTS.counter(&r),
+            upstream_up: UPSTREAM_UP.gauge_vec(&r),
+            calls_in_flight: CALLS_IN_FLIGHT.gauge(&r),
+            calls_queued: CALLS_QUEUED.gauge_vec(&r),
+            pool_children: POOL_CHILDREN.gauge_vec(&r),
+            pool_busy: POOL_BUSY.gauge_vec(&r),
+            sse_streams: SSE_STREAMS.gauge(&r),
+            sessions: SESSIONS.gauge_vec(&r),
+            auth_failures: AUTH_FAILURES.counter(&r),
+            auth_successes: AUTH_SUCCESSES.counter(&r),
+            transport_failures: TRANSPORT_FAILURES.counter(&r),
+            cluster_forwards: CLUSTER_FORWARDS.counter(&r),
             latency,
             http_duration,
             shutting_down: AtomicBool::new(false),
@@ -536,12 +621,7 @@ impl Metrics {
     /// The reload counter in this registry, every part and outcome at 0. For the one reloader
     /// of the process: a second call gets a counter the registry does not export.
     pub fn reload_counter(&self) -> ReloadCounter {
-        let c = counter(
-            &self.registry,
-            "reloads_total",
-            "Reloads on SIGHUP by part and outcome (failed: the previous state stays)",
-            &["part", "outcome"],
-        );
+        let c = RELOADS.counter(&self.registry);
         for p in RELOAD_PARTS {
             for o in ["ok", "failed"] {
                 c.with_label_values(&[p, o]);

@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{pool, Plan, Target};
+use super::{pool, Plan, ServerSpec, Target};
 use crate::cli::remote;
 use crate::cli::{Isolation, ServeArgs};
 
@@ -88,11 +88,36 @@ pub fn check_solo(args: &ServeArgs, given: &Given) -> Result<(), String> {
     Ok(())
 }
 
+/// Each flag given on the command line replaces the field of the same name:
+/// `given!(g, to <- from: field, …)` with `g` the "was this flag given" test.
+macro_rules! given {
+    ($g:ident, $to:ident <- $from:ident: $($f:ident),+) => {
+        $(if $g(stringify!($f)) {
+            $to.$f = $from.$f.clone();
+        })+
+    };
+}
+
+/// Whether the flag of a clap id was given explicitly.
+type GivenFn<'a> = dyn Fn(&str) -> bool + 'a;
+
 /// Apply the explicit flags of `args` over `plan`: listeners, origins, auth and TLS replace the
 /// file's; limits and isolation apply to every server, the child environment settings to every
 /// command server. `--isolation session` over a url server is an error.
 pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Result<(), String> {
     let g = |id: &str| given.contains(id);
+    apply_listen(plan, args, &g);
+    apply_auth(plan, args, &g);
+    apply_daemon(plan, args, &g);
+    apply_conn_limits(plan, args, &g);
+    for s in &mut plan.servers {
+        apply_server(s, args, &g)?;
+    }
+    Ok(())
+}
+
+/// The listeners (`--host` replaces them, `--port` alone re-ports each) and `--allow-origin`.
+fn apply_listen(plan: &mut Plan, args: &ServeArgs, g: &GivenFn) {
     match (g("host"), g("port")) {
         (true, _) => plan.listen = vec![SocketAddr::new(args.host, args.port)],
         (false, true) => plan.listen.iter_mut().for_each(|a| a.set_port(args.port)),
@@ -101,17 +126,13 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
     if g("allow_origin") {
         plan.allow_origins = args.allow_origin.clone();
     }
+}
+
+/// The auth flags, TLS (certificate and key as a pair) and `--resource-url`.
+fn apply_auth(plan: &mut Plan, args: &ServeArgs, g: &GivenFn) {
     let a = &args.auth;
     let p = &mut plan.auth;
-    // Each flag given on the command line replaces the field of the same name.
-    macro_rules! given {
-        ($to:ident <- $from:ident: $($f:ident),+) => {
-            $(if g(stringify!($f)) {
-                $to.$f = $from.$f.clone();
-            })+
-        };
-    }
-    given!(p <- a: auth, token_file, token_env, jwks_url, jwks_file, issuer, audience,
+    given!(g, p <- a: auth, token_file, token_env, jwks_url, jwks_file, issuer, audience,
         required_scope, authorization_server, allow_unauthenticated);
     if g("tls_cert") || g("tls_key") {
         p.tls_cert = a.tls_cert.clone();
@@ -121,7 +142,11 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
         // With named servers the flag gives the base every server's path is appended to.
         plan.public_url = a.resource_url.clone();
     }
-    given!(plan <- args: shutdown_grace, metrics_listen, metrics_on_main);
+}
+
+/// The daemon-wide settings: shutdown grace, the metrics listener, the cluster's files and URL.
+fn apply_daemon(plan: &mut Plan, args: &ServeArgs, g: &GivenFn) {
+    given!(g, plan <- args: shutdown_grace, metrics_listen, metrics_on_main);
     if g("cluster_key_file") {
         plan.cluster_key_file = args.cluster_key_file.clone();
     }
@@ -131,6 +156,10 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
     if g("cluster_ca_file") {
         plan.cluster_ca_file = args.cluster_ca_file.clone();
     }
+}
+
+/// The connection limits every listener applies (clocks, caps, HTTP/2 limits).
+fn apply_conn_limits(plan: &mut Plan, args: &ServeArgs, g: &GivenFn) {
     let c = &mut plan.conn;
     let flags = args.conn_limits();
     if g("header_timeout") {
@@ -157,37 +186,40 @@ pub fn apply_overrides(plan: &mut Plan, args: &ServeArgs, given: &Given) -> Resu
     if g("h2_max_pending_resets") {
         c.h2.max_pending_resets = flags.h2.max_pending_resets;
     }
-    for s in &mut plan.servers {
-        let l = &mut s.limits;
-        given!(l <- args: call_timeout, start_wait, probe_timeout, session_timeout);
-        given!(l <- args: park_timeout, attribution_wait);
-        if g("max_sessions") {
-            l.max_sessions = args.max_sessions.max(1);
+}
+
+/// One server: its limits, its isolation (`session` refused over a url server) and, for a
+/// command server, the child's environment, directory and pool.
+fn apply_server(s: &mut ServerSpec, args: &ServeArgs, g: &GivenFn) -> Result<(), String> {
+    let l = &mut s.limits;
+    given!(g, l <- args: call_timeout, start_wait, probe_timeout, session_timeout);
+    given!(g, l <- args: park_timeout, attribution_wait);
+    if g("max_sessions") {
+        l.max_sessions = args.max_sessions.max(1);
+    }
+    given!(g, l <- args: max_body, max_line, stdin_grace, term_grace);
+    if g("keepalive") {
+        l.keepalive = args.keepalive.max(Duration::from_millis(100));
+    }
+    if g("isolation") {
+        if args.isolation == Isolation::Session && matches!(s.target, Target::Url(_)) {
+            return Err(format!(
+                "--isolation session cannot apply to url server {:?}: a remote server is \
+                 shared by every session",
+                s.name
+            ));
         }
-        given!(l <- args: max_body, max_line, stdin_grace, term_grace);
-        if g("keepalive") {
-            l.keepalive = args.keepalive.max(Duration::from_millis(100));
-        }
-        if g("isolation") {
-            if args.isolation == Isolation::Session && matches!(s.target, Target::Url(_)) {
-                return Err(format!(
-                    "--isolation session cannot apply to url server {:?}: a remote server is \
-                     shared by every session",
-                    s.name
-                ));
-            }
-            s.isolation = args.isolation;
-        }
-        if let Target::Command(c) = &mut s.target {
-            given!(c <- args: pass_environment, cwd);
-            pool::override_with(&mut c.pool, args, &g)
-                .map_err(|e| format!("server {:?}: {e}", s.name))?;
-            pool::fits(c.pool, s.isolation).map_err(|e| format!("server {:?}: {e}", s.name))?;
-            if g("env") {
-                for (k, v) in &args.env {
-                    c.env.retain(|(k2, _)| k2 != k);
-                    c.env.push((k.clone(), v.clone()));
-                }
+        s.isolation = args.isolation;
+    }
+    if let Target::Command(c) = &mut s.target {
+        given!(g, c <- args: pass_environment, cwd);
+        pool::override_with(&mut c.pool, args, g)
+            .map_err(|e| format!("server {:?}: {e}", s.name))?;
+        pool::fits(c.pool, s.isolation).map_err(|e| format!("server {:?}: {e}", s.name))?;
+        if g("env") {
+            for (k, v) in &args.env {
+                c.env.retain(|(k2, _)| k2 != k);
+                c.env.push((k.clone(), v.clone()));
             }
         }
     }

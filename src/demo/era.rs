@@ -18,7 +18,7 @@ use super::wire::{
     is_object, parse_obj, raw_str, Level, Meta, Params, RpcError, EX_CACHED, EX_NONE,
     LATEST_LEGACY, LEGACY_VERSIONS, META_PROTOCOL_VERSION, MODERN_VERSION,
 };
-use crate::protocol::Era;
+use mcp_bridge::protocol::Era;
 
 const SERVER_NAME: &str = "mcp-bridge-demo";
 const SERVER_VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,5 +1,9 @@
 //! Built-in demo MCP server (`mcp-bridge demo-server`, and the child of `serve --demo`).
 //!
+//! A module of the binary (`src/main.rs` declares it), not of the library: nothing in the bridge
+//! links the demo, it only spawns `mcp-bridge demo-server`, so the demo stays out of the
+//! library's public API.
+//!
 //! This module tree owns a small, self-contained stdio MCP server used as the
 //! bridge's test and benchmark child. It speaks both protocol eras:
 //!
@@ -29,7 +33,8 @@
 //!
 //! One file per job, in the order a line travels:
 //!
-//! * this file: the public API ([`DemoMode`], [`main_with_mode`], [`serve`]) and the runtime;
+//! * this file: the entry the binary calls ([`DemoMode`], [`main_with_mode`], [`serve`]) and
+//!   the runtime;
 //! * `stdio`: process stdin/stdout as reactor-driven pipes;
 //! * `io`: the reader loop, line splitting and the batching writer;
 //! * `wire`: JSON-RPC shapes in (borrowed) and out (byte builders), error codes, results;
@@ -44,7 +49,7 @@
 //!
 //! The demo is the bridge's test peer, so it deliberately restates the wire constants
 //! (versions, `_meta` keys, error codes) instead of importing the bridge's: a mistake in
-//! `crate::protocol` should make the tests fail, not move both ends together. It shares
+//! `mcp_bridge::protocol` should make the tests fail, not move both ends together. It shares
 //! only the vocabulary type [`Era`].
 
 mod catalog;
@@ -63,8 +68,8 @@ use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
 
-use crate::protocol::Era;
 pub use io::serve;
+use mcp_bridge::protocol::Era;
 
 /// Which protocol eras the demo server accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

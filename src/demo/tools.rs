@@ -364,115 +364,165 @@ fn oversize_line(size: usize) -> Vec<u8> {
 pub(super) fn tools_list() -> &'static RawValue {
     static TOOLS: OnceLock<Box<RawValue>> = OnceLock::new();
     TOOLS.get_or_init(|| {
-        let no_args = json!({ "type": "object", "properties": {}, "additionalProperties": false });
-        let levels = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
-        let tools = json!({ "tools": [
-            {
-                "name": "echo",
-                "description": "Return the given text unchanged.",
-                "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] },
-                "annotations": { "readOnlyHint": true, "openWorldHint": false },
-            },
-            {
-                "name": "add",
-                "description": "Add two numbers.",
-                "inputSchema": { "type": "object", "properties": { "a": { "type": "number" }, "b": { "type": "number" } }, "required": ["a", "b"] },
-                "outputSchema": { "type": "object", "properties": { "sum": { "type": "number" } }, "required": ["sum"] },
-                "annotations": { "readOnlyHint": true, "openWorldHint": false },
-            },
-            {
-                "name": "slow",
-                "description": "Wait `seconds`, sending progress in `steps` steps when a progressToken is given; cancellable.",
-                "inputSchema": { "type": "object", "properties": {
-                    "seconds": { "type": "number", "default": 5, "minimum": 0, "maximum": MAX_SLOW_SECONDS },
-                    "steps": { "type": "integer", "default": 10, "minimum": 0, "maximum": MAX_SLOW_STEPS },
-                } },
-            },
-            {
-                "name": "fail",
-                "description": "Return a tool error (isError: true) with the given message.",
-                "inputSchema": { "type": "object", "properties": { "message": { "type": "string" } } },
-            },
-            {
-                "name": "bytes",
-                "description": "Return one text block of exactly n 'x' characters.",
-                "inputSchema": { "type": "object", "properties": { "n": { "type": "integer", "minimum": 0, "maximum": MAX_BYTES } }, "required": ["n"] },
-            },
-            {
-                "name": "error",
-                "description": "Answer with a JSON-RPC error of the given code and message.",
-                "inputSchema": { "type": "object", "properties": {
-                    "code": { "type": "integer", "default": INTERNAL_ERROR },
-                    "message": { "type": "string" },
-                    "data": {},
-                } },
-            },
-            {
-                "name": "sample",
-                "description": "Ask the client's model (sampling) to answer the prompt.",
-                "inputSchema": { "type": "object", "properties": { "prompt": { "type": "string" } }, "required": ["prompt"] },
-            },
-            {
-                "name": "elicit",
-                "description": "Ask the user (elicitation, form mode) for a name.",
-                "inputSchema": { "type": "object", "properties": { "message": { "type": "string" } }, "required": ["message"] },
-            },
-            {
-                "name": "elicit_url",
-                "description": "Ask the user to visit a URL (elicitation, URL mode; needs elicitation.url).",
-                "inputSchema": { "type": "object", "properties": {
-                    "url": { "type": "string" },
-                    "message": { "type": "string" },
-                }, "required": ["url"] },
-            },
-            {
-                "name": "roots",
-                "description": "List the client's roots.",
-                "inputSchema": no_args,
-            },
-            {
-                "name": "lookup",
-                "description": "Echo region and id; both are mirrored into Mcp-Param-* headers.",
-                "inputSchema": { "type": "object", "properties": {
-                    "region": { "type": "string", "x-mcp-header": "Region" },
-                    "id": { "type": "integer", "x-mcp-header": "Item-Id" },
-                }, "required": ["region", "id"] },
-            },
-            {
-                "name": "crash",
-                "description": "Exit the server process immediately with status 3.",
-                "inputSchema": no_args,
-            },
-            {
-                "name": "junk",
-                "description": "Write one bad line to stdout, then answer \"ok\".",
-                "inputSchema": { "type": "object", "properties": {
-                    "kind": { "type": "string", "enum": ["malformed", "oversize", "unknown_id"] },
-                    "size": { "type": "integer", "default": 0, "minimum": 0, "maximum": MAX_JUNK },
-                }, "required": ["kind"] },
-            },
-            {
-                "name": "notify",
-                "description": "Emit a list_changed notification of the given kind, or (kind \"updated\") notifications/resources/updated for demo://readme to its subscribers.",
-                "inputSchema": { "type": "object", "properties": {
-                    "kind": { "type": "string", "enum": ["tools", "resources", "prompts", "updated"] },
-                }, "required": ["kind"] },
-            },
-            {
-                "name": "log",
-                "description": "Emit notifications/message at the given level (subject to the log level).",
-                "inputSchema": { "type": "object", "properties": {
-                    "level": { "type": "string", "enum": levels },
-                    "message": { "type": "string" },
-                }, "required": ["level", "message"] },
-            },
-            {
-                "name": "whoami",
-                "description": "Name the demo server's process id (which child of a pool answered).",
-                "inputSchema": no_args,
-                "annotations": { "readOnlyHint": true, "openWorldHint": false },
-            },
-        ]});
-        serde_json::value::to_raw_value(&tools).unwrap_or_default()
+        let tools: Vec<Value> = [
+            answer_tools(),
+            client_tools(),
+            transport_tools(),
+            server_tools(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        serde_json::value::to_raw_value(&json!({ "tools": tools })).unwrap_or_default()
     })
+}
+
+/// The input schema of a tool without arguments.
+fn no_args() -> Value {
+    json!({ "type": "object", "properties": {}, "additionalProperties": false })
+}
+
+/// The tools that answer from their arguments alone: text, sums, waits with progress, tool
+/// and JSON-RPC errors, sized results.
+fn answer_tools() -> Vec<Value> {
+    vec![
+        json!({
+            "name": "echo",
+            "description": "Return the given text unchanged.",
+            "inputSchema": { "type": "object", "properties": { "text": { "type": "string" } }, "required": ["text"] },
+            "annotations": { "readOnlyHint": true, "openWorldHint": false },
+        }),
+        json!({
+            "name": "add",
+            "description": "Add two numbers.",
+            "inputSchema": { "type": "object", "properties": { "a": { "type": "number" }, "b": { "type": "number" } }, "required": ["a", "b"] },
+            "outputSchema": { "type": "object", "properties": { "sum": { "type": "number" } }, "required": ["sum"] },
+            "annotations": { "readOnlyHint": true, "openWorldHint": false },
+        }),
+        json!({
+            "name": "slow",
+            "description": "Wait `seconds`, sending progress in `steps` steps when a progressToken is given; cancellable.",
+            "inputSchema": { "type": "object", "properties": {
+                "seconds": { "type": "number", "default": 5, "minimum": 0, "maximum": MAX_SLOW_SECONDS },
+                "steps": { "type": "integer", "default": 10, "minimum": 0, "maximum": MAX_SLOW_STEPS },
+            } },
+        }),
+        json!({
+            "name": "fail",
+            "description": "Return a tool error (isError: true) with the given message.",
+            "inputSchema": { "type": "object", "properties": { "message": { "type": "string" } } },
+        }),
+        json!({
+            "name": "bytes",
+            "description": "Return one text block of exactly n 'x' characters.",
+            "inputSchema": { "type": "object", "properties": { "n": { "type": "integer", "minimum": 0, "maximum": MAX_BYTES } }, "required": ["n"] },
+        }),
+        json!({
+            "name": "error",
+            "description": "Answer with a JSON-RPC error of the given code and message.",
+            "inputSchema": { "type": "object", "properties": {
+                "code": { "type": "integer", "default": INTERNAL_ERROR },
+                "message": { "type": "string" },
+                "data": {},
+            } },
+        }),
+    ]
+}
+
+/// The tools that ask the client: sampling, elicitation (form and URL), roots.
+fn client_tools() -> Vec<Value> {
+    let no_args = no_args();
+    vec![
+        json!({
+            "name": "sample",
+            "description": "Ask the client's model (sampling) to answer the prompt.",
+            "inputSchema": { "type": "object", "properties": { "prompt": { "type": "string" } }, "required": ["prompt"] },
+        }),
+        json!({
+            "name": "elicit",
+            "description": "Ask the user (elicitation, form mode) for a name.",
+            "inputSchema": { "type": "object", "properties": { "message": { "type": "string" } }, "required": ["message"] },
+        }),
+        json!({
+            "name": "elicit_url",
+            "description": "Ask the user to visit a URL (elicitation, URL mode; needs elicitation.url).",
+            "inputSchema": { "type": "object", "properties": {
+                "url": { "type": "string" },
+                "message": { "type": "string" },
+            }, "required": ["url"] },
+        }),
+        json!({
+            "name": "roots",
+            "description": "List the client's roots.",
+            "inputSchema": no_args,
+        }),
+    ]
+}
+
+/// The tools that exercise the bridge's transport: `Mcp-Param-*` headers, a crash, a bad line
+/// on stdout.
+fn transport_tools() -> Vec<Value> {
+    let no_args = no_args();
+    vec![
+        json!({
+            "name": "lookup",
+            "description": "Echo region and id; both are mirrored into Mcp-Param-* headers.",
+            "inputSchema": { "type": "object", "properties": {
+                "region": { "type": "string", "x-mcp-header": "Region" },
+                "id": { "type": "integer", "x-mcp-header": "Item-Id" },
+            }, "required": ["region", "id"] },
+        }),
+        json!({
+            "name": "crash",
+            "description": "Exit the server process immediately with status 3.",
+            "inputSchema": no_args,
+        }),
+        json!({
+            "name": "junk",
+            "description": "Write one bad line to stdout, then answer \"ok\".",
+            "inputSchema": { "type": "object", "properties": {
+                "kind": { "type": "string", "enum": ["malformed", "oversize", "unknown_id"] },
+                "size": { "type": "integer", "default": 0, "minimum": 0, "maximum": MAX_JUNK },
+            }, "required": ["kind"] },
+        }),
+    ]
+}
+
+/// The tools that make the server speak on its own or about itself: list_changed and
+/// resource updates, log messages, its process id.
+fn server_tools() -> Vec<Value> {
+    let no_args = no_args();
+    let levels = [
+        "debug",
+        "info",
+        "notice",
+        "warning",
+        "error",
+        "critical",
+        "alert",
+        "emergency",
+    ];
+    vec![
+        json!({
+            "name": "notify",
+            "description": "Emit a list_changed notification of the given kind, or (kind \"updated\") notifications/resources/updated for demo://readme to its subscribers.",
+            "inputSchema": { "type": "object", "properties": {
+                "kind": { "type": "string", "enum": ["tools", "resources", "prompts", "updated"] },
+            }, "required": ["kind"] },
+        }),
+        json!({
+            "name": "log",
+            "description": "Emit notifications/message at the given level (subject to the log level).",
+            "inputSchema": { "type": "object", "properties": {
+                "level": { "type": "string", "enum": levels },
+                "message": { "type": "string" },
+            }, "required": ["level", "message"] },
+        }),
+        json!({
+            "name": "whoami",
+            "description": "Name the demo server's process id (which child of a pool answered).",
+            "inputSchema": no_args,
+            "annotations": { "readOnlyHint": true, "openWorldHint": false },
+        }),
+    ]
 }

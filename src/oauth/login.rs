@@ -308,17 +308,56 @@ pub async fn device(
     for (k, v) in &settings.params {
         req = req.add_extra_param(k.clone(), v.clone());
     }
-    let details: StandardDeviceAuthorizationResponse =
-        req.request_async(&http).await.map_err(|e| match e {
-            RequestTokenError::ServerResponse(r) => {
-                format!("the device authorization endpoint refused: {}", refusal(&r))
-            }
-            RequestTokenError::Request(e) => format!("device authorization request failed: {e}"),
-            RequestTokenError::Parse(e, _) => {
-                format!("the device authorization answer is not valid: {e}")
-            }
-            RequestTokenError::Other(s) => s,
-        })?;
+    let details: StandardDeviceAuthorizationResponse = req
+        .request_async(&http)
+        .await
+        .map_err(device_authorization_error)?;
+    show_device_code(meta, &details);
+    let limit = settings.timeout.min(details.expires_in());
+    let mut poll = c.exchange_device_access_token(&details);
+    if let Some(r) = resource {
+        poll = poll.add_extra_param("resource", r.to_owned());
+    }
+    let work = poll.request_async(&http, tokio::time::sleep, Some(limit));
+    // The crate stops polling at `limit`; this also bounds a poll that is in flight then.
+    let grace = limit.saturating_add(Duration::from_secs(35));
+    let t = match tokio::time::timeout(grace, work).await {
+        Err(_) => None,
+        Ok(Err(e)) => match device_poll_error(e, meta) {
+            Some(message) => return Err(message),
+            None => None, // the code expired
+        },
+        Ok(Ok(t)) => Some(t),
+    };
+    let Some(t) = t else {
+        return Err(format!(
+            "the device login was not completed within {} s (the code expired, or \
+             --oauth-timeout)",
+            limit.as_secs()
+        ));
+    };
+    info!("logged in to {} (device login)", meta.issuer);
+    Ok(token_record(&t, None))
+}
+
+/// Why the device authorization request got no device code, for messages.
+fn device_authorization_error<E: std::error::Error>(
+    e: RequestTokenError<E, oauth2::basic::BasicErrorResponse>,
+) -> String {
+    match e {
+        RequestTokenError::ServerResponse(r) => {
+            format!("the device authorization endpoint refused: {}", refusal(&r))
+        }
+        RequestTokenError::Request(e) => format!("device authorization request failed: {e}"),
+        RequestTokenError::Parse(e, _) => {
+            format!("the device authorization answer is not valid: {e}")
+        }
+        RequestTokenError::Other(s) => s,
+    }
+}
+
+/// Show the user (stderr) where to enter the device code, and log the wait.
+fn show_device_code(meta: &AsMeta, details: &StandardDeviceAuthorizationResponse) {
     let uri = details.verification_uri().as_str();
     let code = details.user_code().secret();
     match details.verification_uri_complete() {
@@ -338,48 +377,37 @@ pub async fn device(
         details.expires_in().as_secs(),
         details.interval().as_secs()
     );
-    let limit = settings.timeout.min(details.expires_in());
-    let mut poll = c.exchange_device_access_token(&details);
-    if let Some(r) = resource {
-        poll = poll.add_extra_param("resource", r.to_owned());
-    }
-    let work = poll.request_async(&http, tokio::time::sleep, Some(limit));
-    // The crate stops polling at `limit`; this also bounds a poll that is in flight then.
-    let grace = limit.saturating_add(Duration::from_secs(35));
-    let t = match tokio::time::timeout(grace, work).await {
-        Err(_) => None,
-        Ok(Err(RequestTokenError::ServerResponse(r)))
+}
+
+/// Why polling for the device login's token failed, for messages; `None` when the code
+/// expired (the caller reports that as a login not completed in time).
+fn device_poll_error<E: std::error::Error>(
+    e: RequestTokenError<E, oauth2::DeviceCodeErrorResponse>,
+    meta: &AsMeta,
+) -> Option<String> {
+    Some(match e {
+        RequestTokenError::ServerResponse(r)
             if *r.error() == DeviceCodeErrorResponseType::ExpiredToken =>
         {
-            None
+            return None
         }
-        Ok(Err(RequestTokenError::ServerResponse(r)))
+        RequestTokenError::ServerResponse(r)
             if *r.error() == DeviceCodeErrorResponseType::AccessDenied =>
         {
-            return Err(format!(
+            format!(
                 "the device login was refused at {} (access_denied)",
                 meta.issuer
-            ))
+            )
         }
-        Ok(Err(RequestTokenError::ServerResponse(r))) => {
-            return Err(format!("the token endpoint refused: {}", refusal(&r)))
+        RequestTokenError::ServerResponse(r) => {
+            format!("the token endpoint refused: {}", refusal(&r))
         }
-        Ok(Err(RequestTokenError::Request(e))) => return Err(format!("token request failed: {e}")),
-        Ok(Err(RequestTokenError::Parse(e, _))) => {
-            return Err(format!("the token endpoint's answer is not a token: {e}"))
+        RequestTokenError::Request(e) => format!("token request failed: {e}"),
+        RequestTokenError::Parse(e, _) => {
+            format!("the token endpoint's answer is not a token: {e}")
         }
-        Ok(Err(RequestTokenError::Other(s))) => return Err(s),
-        Ok(Ok(t)) => Some(t),
-    };
-    let Some(t) = t else {
-        return Err(format!(
-            "the device login was not completed within {} s (the code expired, or \
-             --oauth-timeout)",
-            limit.as_secs()
-        ));
-    };
-    info!("logged in to {} (device login)", meta.issuer);
-    Ok(token_record(&t, None))
+        RequestTokenError::Other(s) => s,
+    })
 }
 
 /// The client credentials grant (no user): the client authenticates with its secret or a

@@ -456,38 +456,7 @@ impl OAuth {
     /// holds `busy`).
     async fn login(&self, challenge: Bearer, reuse: bool) -> Result<HeaderValue, Recover> {
         let grant = self.settings.login.grant;
-        let known = reuse.then(|| self.known()).flatten();
-        let found = match known {
-            Some(k) => k,
-            None => match discovery::discover(
-                &self.fetch,
-                &self.server,
-                &challenge,
-                grant == Grant::Browser,
-            )
-            .await
-            {
-                Ok(d) => d,
-                Err(DiscoverError::NoMetadata(tried)) if self.settings.trigger == Trigger::Auto => {
-                    info!(
-                        "no OAuth metadata for {} (tried {tried}): not logging in",
-                        self.server
-                    );
-                    return Err(Recover::NotOAuth);
-                }
-                // OAuth was asked for: a 2025-03-26 server's default endpoints at its origin.
-                Err(DiscoverError::NoMetadata(tried)) => {
-                    let d = discovery::legacy_defaults(&self.server, &challenge);
-                    info!(
-                        "no OAuth metadata for {} (tried {tried}): using the default endpoints \
-                         at {} (MCP 2025-03-26)",
-                        self.server, d.server.issuer
-                    );
-                    d
-                }
-                Err(e) => return Err(Recover::Failed(e.to_string())),
-            },
-        };
+        let found = self.discover_for_login(&challenge, reuse).await?;
         if !self.settings.login.interactive && grant != Grant::ClientCredentials {
             let server = discovery::canonical(&self.server);
             return Err(Recover::Failed(format!(
@@ -511,50 +480,8 @@ impl OAuth {
         };
         let token = match grant {
             Grant::Browser => self.browser(&found, &mut rec, scope.as_deref()).await?,
-            Grant::DeviceCode => {
-                login::device_endpoint(&found.server).map_err(Recover::Failed)?;
-                let client = self.client(&found, "").await?;
-                rec.client = Some(client.clone());
-                self.keep(rec.clone()).await;
-                login::device(
-                    &self.fetch,
-                    &found.server,
-                    &client,
-                    self.resource_param(&rec),
-                    scope.as_deref(),
-                    &self.settings.login,
-                )
-                .await
-                .map_err(Recover::Failed)?
-            }
-            Grant::ClientCredentials => {
-                // The secret or key stays in its file: the login file holds only the id.
-                rec.client = self
-                    .settings
-                    .client
-                    .client_id
-                    .clone()
-                    .map(|id| store::ClientRecord {
-                        client_id: id,
-                        client_secret: None,
-                        redirect_uri: String::new(),
-                        registered: false,
-                        token_endpoint_auth_method: None,
-                    });
-                let mut t = login::client_credentials(
-                    &self.fetch,
-                    &found.server,
-                    &self.settings.client,
-                    self.resource_param(&rec),
-                    scope.as_deref(),
-                    &self.settings.login,
-                )
-                .await
-                .map_err(Recover::Failed)?;
-                // RFC 6749 §4.4.3: none is expected; the grant itself is the way to a new token.
-                t.refresh_token = None;
-                t
-            }
+            Grant::DeviceCode => self.device(&found, &mut rec, scope.as_deref()).await?,
+            Grant::ClientCredentials => self.machine(&found, &mut rec, scope.as_deref()).await?,
         };
         // Asked for and got (a step-up for these scopes again would be a loop).
         *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = scope.clone();
@@ -566,6 +493,101 @@ impl OAuth {
         self.keep(rec)
             .await
             .ok_or_else(|| Recover::Failed("the token is not a valid header value".into()))
+    }
+
+    /// Where to log in: with `reuse`, the stored login's discovery; else discovery from the
+    /// challenge. No metadata ends an automatic trigger (not OAuth) and gives an explicit one
+    /// a 2025-03-26 server's default endpoints at its origin.
+    async fn discover_for_login(
+        &self,
+        challenge: &Bearer,
+        reuse: bool,
+    ) -> Result<Discovered, Recover> {
+        if let Some(k) = reuse.then(|| self.known()).flatten() {
+            return Ok(k);
+        }
+        let browser = self.settings.login.grant == Grant::Browser;
+        match discovery::discover(&self.fetch, &self.server, challenge, browser).await {
+            Ok(d) => Ok(d),
+            Err(DiscoverError::NoMetadata(tried)) if self.settings.trigger == Trigger::Auto => {
+                info!(
+                    "no OAuth metadata for {} (tried {tried}): not logging in",
+                    self.server
+                );
+                Err(Recover::NotOAuth)
+            }
+            // OAuth was asked for: a 2025-03-26 server's default endpoints at its origin.
+            Err(DiscoverError::NoMetadata(tried)) => {
+                let d = discovery::legacy_defaults(&self.server, challenge);
+                info!(
+                    "no OAuth metadata for {} (tried {tried}): using the default endpoints \
+                     at {} (MCP 2025-03-26)",
+                    self.server, d.server.issuer
+                );
+                Ok(d)
+            }
+            Err(e) => Err(Recover::Failed(e.to_string())),
+        }
+    }
+
+    /// The device login: the server must offer it; client (registration kept even if the
+    /// login fails), then the device authorization grant.
+    async fn device(
+        &self,
+        found: &Discovered,
+        rec: &mut Record,
+        scope: Option<&str>,
+    ) -> Result<TokenRecord, Recover> {
+        login::device_endpoint(&found.server).map_err(Recover::Failed)?;
+        let client = self.client(found, "").await?;
+        rec.client = Some(client.clone());
+        self.keep(rec.clone()).await;
+        login::device(
+            &self.fetch,
+            &found.server,
+            &client,
+            self.resource_param(rec),
+            scope,
+            &self.settings.login,
+        )
+        .await
+        .map_err(Recover::Failed)
+    }
+
+    /// The machine login: the client credentials grant with the static client, no refresh
+    /// token kept.
+    async fn machine(
+        &self,
+        found: &Discovered,
+        rec: &mut Record,
+        scope: Option<&str>,
+    ) -> Result<TokenRecord, Recover> {
+        // The secret or key stays in its file: the login file holds only the id.
+        rec.client = self
+            .settings
+            .client
+            .client_id
+            .clone()
+            .map(|id| store::ClientRecord {
+                client_id: id,
+                client_secret: None,
+                redirect_uri: String::new(),
+                registered: false,
+                token_endpoint_auth_method: None,
+            });
+        let mut t = login::client_credentials(
+            &self.fetch,
+            &found.server,
+            &self.settings.client,
+            self.resource_param(rec),
+            scope,
+            &self.settings.login,
+        )
+        .await
+        .map_err(Recover::Failed)?;
+        // RFC 6749 §4.4.3: none is expected; the grant itself is the way to a new token.
+        t.refresh_token = None;
+        Ok(t)
     }
 
     /// The client to log in as: the static one, the cached registration, or a new one.

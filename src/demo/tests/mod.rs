@@ -15,7 +15,7 @@ use tokio::io::{duplex, AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream,
 use tokio::task::JoinHandle;
 
 use super::{serve, DemoMode};
-use crate::protocol::Era;
+use mcp_bridge::protocol::Era;
 
 const WAIT: Duration = Duration::from_secs(5);
 
