@@ -111,7 +111,7 @@ impl ChildUpstream {
         self.inner.metrics.child_started(&cfg.name);
         info!(server = %cfg.name, pid, command = %cfg.command.display(), "child started");
         let (stdin_tx, stdin_rx) = mpsc::channel::<Bytes>(1024);
-        let proc = Arc::new(Proc::new(stdin_tx));
+        let proc = Arc::new(Proc::new(stdin_tx, &self.inner.detached));
         let io_done = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
         if let Some(stdin) = child.stdin.take() {
