@@ -568,9 +568,14 @@ async fn shut_down(
         // accepting while it has requests in flight, within the grace; `/readyz` already
         // says 503, so balancers that check it send nothing new.
         let busy = || routes.servers.values().any(|rt| rt.in_flight() > 0);
-        while busy() && tokio::time::Instant::now() < until {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let all_idle = async {
+            // Each server's count is watched (no polling); one that is busy again by the
+            // time the last is idle is waited for once more.
+            while busy() {
+                futures_util::future::join_all(routes.servers.values().map(|rt| rt.idle())).await;
+            }
+        };
+        let _ = tokio::time::timeout_at(until, all_idle).await;
     }
     stop_accepting.cancel();
     let left = until.saturating_duration_since(tokio::time::Instant::now());
