@@ -105,9 +105,6 @@ where
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("HTTP: {e}"))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
     let path = t
         .uri
         .path_and_query()
@@ -127,18 +124,25 @@ where
         )
         .body(Empty::<Bytes>::new())
         .map_err(|e| format!("request: {e}"))?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("HTTP: {e}"))?;
-    if resp.status() != StatusCode::OK {
-        return Err(format!("HTTP status {}", resp.status().as_u16()));
-    }
-    let body = Limited::new(resp.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| format!("body: {e}"))?;
-    Ok(body.to_bytes())
+    // The connection is driven here, beside the exchange, not on a task of its own: once the
+    // body is read the sender goes and the connection ends, so nothing outlives the fetch
+    // (and `get`'s time limit bounds both).
+    let exchange = async move {
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("HTTP: {e}"))?;
+        if resp.status() != StatusCode::OK {
+            return Err(format!("HTTP status {}", resp.status().as_u16()));
+        }
+        let body = Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?;
+        Ok(body.to_bytes())
+    };
+    let (r, _) = tokio::join!(exchange, conn);
+    r
 }
 
 #[cfg(test)]
