@@ -88,7 +88,11 @@ async fn get_inner(t: &Target) -> Result<Bytes, String> {
     if t.https {
         let name = rustls_pki_types::ServerName::try_from(t.host.clone())
             .map_err(|e| format!("bad host name: {e}"))?;
-        let tls = tokio_rustls::TlsConnector::from(client_config()?)
+        // The first use reads the system's root certificates: off the runtime's threads.
+        let cfg = tokio::task::spawn_blocking(client_config)
+            .await
+            .map_err(|e| format!("TLS roots: {e}"))??;
+        let tls = tokio_rustls::TlsConnector::from(cfg)
             .connect(name, tcp)
             .await
             .map_err(|e| format!("TLS: {e}"))?;

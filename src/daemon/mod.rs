@@ -208,6 +208,16 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
     rt.block_on(run(d, adopted, bad_input))
 }
 
+/// Run `f`, which reads files, on the blocking pool: no runtime thread waits on the disk
+/// while the daemon serves (a reload runs beside the traffic).
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("a blocking task failed: {e}"))?
+}
+
 /// Why a server did not start.
 enum StartError {
     /// Its auth settings (for plain `serve`, flags).
@@ -302,13 +312,16 @@ impl Daemon {
             .finish(http, self.first_bound(), &self.reloader)
             .await
             .map_err(|e| StartError::Auth(named(e)))?;
-        ServerRt::start(
+        // Off the runtime's threads: a remote upstream reads its CA file, the system's roots
+        // and its stored OAuth login (at start, and when a reload starts a server).
+        let (spec, origins, metrics) = (
             spec.clone(),
             plan.allow_origins.clone(),
-            http,
             self.metrics.clone(),
-        )
-        .map_err(|e| StartError::Upstream(named(e)))
+        );
+        off_runtime(move || ServerRt::start(spec, origins, http, metrics))
+            .await
+            .map_err(|e| StartError::Upstream(named(e)))
     }
 
     fn status(&self) -> String {

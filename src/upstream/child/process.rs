@@ -287,6 +287,10 @@ async fn kill_group(pid: u32, name: &str, grace: Duration) {
         return; // group already empty
     }
     debug!(server = %name, pid, "terminating what is left of the child's process group");
+    // Polled, on purpose: the kernel has no event for a process group becoming empty (the
+    // members are not our children, so no wait or SIGCHLD sees them, and a pidfd covers one
+    // process, not a group). Bounded: one `kill(-pgid, 0)` every 20 ms for at most `grace`,
+    // then SIGKILL.
     let until = Instant::now() + grace;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
