@@ -848,6 +848,78 @@ mod tests {
         assert_eq!(late.cancelled.lock().unwrap().as_deref(), Some("shutdown"));
     }
 
+    #[tokio::test]
+    async fn a_full_reaper_queue_cancels_the_next_detached_call_at_once() {
+        let (reaper, tracker, stop) = reaper();
+        // The reaper has not run yet (one thread, no await): the queue fills up.
+        let mut held = Vec::new();
+        for _ in 0..DETACHED_QUEUE {
+            let call = Arc::new(FakeCall::default());
+            let (s, _events, _outcome, answered) = sinks();
+            drop(detached_guard(&call, answered, HOUR, &reaper));
+            held.push((call, s));
+        }
+        assert!(held
+            .iter()
+            .all(|(c, _)| c.cancelled.lock().unwrap().is_none()));
+        let over = Arc::new(FakeCall::default());
+        let (_s, _events, _outcome, answered) = sinks();
+        drop(detached_guard(&over, answered, HOUR, &reaper));
+        assert_eq!(
+            over.cancelled.lock().unwrap().as_deref(),
+            Some("client disconnected")
+        );
+        assert_eq!(Arc::strong_count(&over), 1, "nothing kept of it");
+        stop_reaper(tracker, stop).await;
+        assert!(held
+            .iter()
+            .all(|(c, _)| c.cancelled.lock().unwrap().as_deref() == Some("shutdown")));
+    }
+
+    /// A control whose `try_unpark` frees the slot (notifying) right after saying "not yet"
+    /// the first time: the wake-up falls between the try and the wait.
+    struct FreedInBetween {
+        freed: Arc<tokio::sync::Notify>,
+        tries: std::sync::atomic::AtomicUsize,
+    }
+
+    impl CallControl for FreedInBetween {
+        fn set_reason(&mut self, _: &'static str) {}
+        fn detach_until(&mut self, _: Instant) {}
+        fn upstream_id(&self) -> u64 {
+            1
+        }
+        fn canceller(&self) -> Canceller {
+            Canceller::new(Arc::new(FakeCall::default()))
+        }
+        fn set_parked(&mut self, _: bool) {}
+        fn try_unpark(&mut self) -> Option<Arc<tokio::sync::Notify>> {
+            match self.tries.fetch_add(1, Ordering::SeqCst) {
+                0 => Some(self.freed.clone()),
+                1 => {
+                    // Still busy at this try, freed before the caller waits.
+                    self.freed.notify_waiters();
+                    Some(self.freed.clone())
+                }
+                _ => None,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn unpark_sees_a_slot_freed_between_its_try_and_its_wait() {
+        let (_s, events, outcome, _answered) = sinks();
+        let control = FreedInBetween {
+            freed: Arc::new(tokio::sync::Notify::new()),
+            tries: Default::default(),
+        };
+        let mut h = CallHandle::new(events, outcome, Box::new(control));
+        // Done in one poll: the wake-up was registered before the try that freed the slot,
+        // so nothing waits for a tick (or the hour).
+        let resumed = futures_util::FutureExt::now_or_never(h.unpark(HOUR));
+        assert_eq!(resumed, Some(true));
+    }
+
     #[test]
     fn cancel_causes() {
         assert_eq!(cancel_cause("timeout"), Some("timeout"));

@@ -358,3 +358,27 @@ pub fn describe(routes: &Routes) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[tokio::test]
+    async fn idle_is_told_when_the_last_request_ends() {
+        let n = Arc::new(Requests::default());
+        assert_eq!(
+            n.idle().now_or_never(),
+            Some(()),
+            "nothing running: idle at once"
+        );
+        let (a, b) = (InFlight::enter(&n), InFlight::enter(&n));
+        let mut idle = Box::pin(n.idle());
+        assert!((&mut idle).now_or_never().is_none());
+        drop(a);
+        assert!((&mut idle).now_or_never().is_none(), "one still runs");
+        drop(b);
+        // Woken by the drop to 0 (no tick): ready at the next poll.
+        assert_eq!(idle.now_or_never(), Some(()));
+    }
+}
