@@ -155,8 +155,16 @@ pub async fn run_connect(
     }
     // Scrapes go on while the remote closes; then the listener and its connections end.
     metrics_stop.cancel();
-    if let Some(t) = metrics_task {
-        let _ = t.await;
+    if let Some(mut t) = metrics_task {
+        // Its connections end at the stop too; aborted only if that somehow takes longer.
+        if tokio::time::timeout(std::time::Duration::from_secs(5), &mut t)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the metrics listener did not end in time");
+            t.abort();
+            let _ = t.await;
+        }
     }
     Ok(())
 }

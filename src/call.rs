@@ -347,9 +347,10 @@ impl Canceller {
 /// when dropped (counting the cause), or, once detached, at its deadline (counted as
 /// `timeout`). Upstreams only say how one call is cancelled at their peer.
 ///
-/// A detached call that is still running when its handle goes gets one task that waits for
-/// the first of its deadline and its [`Answered`]: nothing of an answered call (the task, the
-/// upstream's `Cancel`, what that holds) outlives its answer.
+/// A detached call that is still running when its handle goes is handed to its upstream's
+/// [`Detached`] reaper (nothing is spawned from `Drop`), which waits for the first of its
+/// deadline and its [`Answered`]: nothing of an answered call (the upstream's `Cancel`, what
+/// that holds) outlives its answer.
 pub struct CancelOnDrop {
     cancel: Arc<dyn Cancel>,
     id: u64,
@@ -357,16 +358,18 @@ pub struct CancelOnDrop {
     detach_until: Option<Instant>,
     answered: Option<Answered>,
     metrics: Arc<crate::metrics::Metrics>,
+    detached: Detached,
 }
 
 impl CancelOnDrop {
     /// A guard for call `id` (the id its peer sees), cancelled by `cancel`; `answered` is the
-    /// call's, from [`sinks`].
+    /// call's, from [`sinks`]; a detached call goes to `detached` when the guard is dropped.
     pub fn new(
         cancel: Arc<dyn Cancel>,
         id: u64,
         answered: Answered,
         metrics: Arc<crate::metrics::Metrics>,
+        detached: &Detached,
     ) -> Self {
         Self {
             cancel,
@@ -375,10 +378,12 @@ impl CancelOnDrop {
             detach_until: None,
             answered: Some(answered),
             metrics,
+            detached: detached.clone(),
         }
     }
 
-    /// Let a detached call run on until its deadline or its answer, whichever comes first.
+    /// Let a detached call run on until its deadline or its answer, whichever comes first:
+    /// hand it to the reaper (never waits; a full or ended reaper cancels it now).
     fn run_detached(&mut self, deadline: Instant) {
         let Some(mut answered) = self.answered.take() else {
             return;
@@ -386,22 +391,125 @@ impl CancelOnDrop {
         if answered.is_done() || !self.cancel.pending() {
             return; // answered already: nothing to wait for
         }
-        // Only spawn when a runtime is there (always, in practice).
-        let Ok(rt) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
-        let (cancel, metrics) = (self.cancel.clone(), self.metrics.clone());
-        rt.spawn(async move {
-            tokio::select! {
-                _ = answered.wait() => {}
-                _ = tokio::time::sleep_until(deadline.into()) => {
-                    if cancel.cancel("timeout") {
-                        metrics.cancelled("timeout");
-                    }
-                }
-            }
+        self.detached.hand_over(DetachedCall {
+            cancel: self.cancel.clone(),
+            answered,
+            deadline,
         });
     }
+}
+
+/// A detached call on its way to the reaper.
+struct DetachedCall {
+    cancel: Arc<dyn Cancel>,
+    answered: Answered,
+    deadline: Instant,
+}
+
+/// How many detached calls one reaper's queue holds before a hand-over cancels at once.
+/// The reaper takes them as fast as they come; only a stalled runtime fills it.
+pub const DETACHED_QUEUE: usize = 1024;
+
+/// Where an upstream's detached calls wait for their answer or their deadline: one reaper
+/// task per upstream, on the upstream's tracker, that runs every detached call's race in a
+/// `FuturesUnordered` of its own and ends at the upstream's `stop` (cancelling what is left,
+/// as `shutdown`) or once every sender is gone and nothing is left. Cheap to clone.
+#[derive(Clone)]
+pub struct Detached {
+    tx: Option<tokio::sync::mpsc::Sender<DetachedCall>>,
+    metrics: Arc<crate::metrics::Metrics>,
+}
+
+impl Detached {
+    /// Start the reaper on `tracker`; it ends at `stop`.
+    pub fn start(
+        tracker: &tokio_util::task::TaskTracker,
+        stop: tokio_util::sync::CancellationToken,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Self {
+        let (tx, rx) = tokio::sync::mpsc::channel(DETACHED_QUEUE);
+        tracker.spawn(reap(rx, stop, metrics.clone()));
+        Self {
+            tx: Some(tx),
+            metrics,
+        }
+    }
+
+    /// No reaper: a detached call is cancelled when its handle goes (for guards whose calls
+    /// are never detached, and tests).
+    pub fn none(metrics: Arc<crate::metrics::Metrics>) -> Self {
+        Self { tx: None, metrics }
+    }
+
+    fn hand_over(&self, call: DetachedCall) {
+        use tokio::sync::mpsc::error::TrySendError;
+        let Some(tx) = &self.tx else {
+            return cancel_now(&call.cancel, "client disconnected", &self.metrics);
+        };
+        match tx.try_send(call) {
+            Ok(()) => {}
+            Err(TrySendError::Full(call)) => {
+                tracing::warn!(
+                    queue = DETACHED_QUEUE,
+                    "too many detached calls waiting for their deadline: cancelling this one now"
+                );
+                cancel_now(&call.cancel, "client disconnected", &self.metrics);
+            }
+            // The reaper ended: the upstream is stopping.
+            Err(TrySendError::Closed(call)) => cancel_now(&call.cancel, "shutdown", &self.metrics),
+        }
+    }
+}
+
+/// Cancel at the peer for `reason`, counting its cause.
+fn cancel_now(cancel: &Arc<dyn Cancel>, reason: &'static str, metrics: &crate::metrics::Metrics) {
+    if cancel.cancel(reason) {
+        if let Some(cause) = cancel_cause(reason) {
+            metrics.cancelled(cause);
+        }
+    }
+}
+
+/// The reaper of [`Detached`]: takes detached calls until `stop` or until every sender is
+/// gone; each one's race (answered / deadline / stop) runs in `races`, so that an answered
+/// call is let go of at once.
+async fn reap(
+    mut rx: tokio::sync::mpsc::Receiver<DetachedCall>,
+    stop: tokio_util::sync::CancellationToken,
+    metrics: Arc<crate::metrics::Metrics>,
+) {
+    use futures_util::stream::{FuturesUnordered, StreamExt};
+    let race = |c: DetachedCall| {
+        let (stop, metrics) = (stop.clone(), metrics.clone());
+        async move {
+            tokio::select! {
+                _ = c.answered.wait() => {}
+                _ = tokio::time::sleep_until(c.deadline.into()) => {
+                    cancel_now(&c.cancel, "timeout", &metrics);
+                }
+                _ = stop.cancelled() => cancel_now(&c.cancel, "shutdown", &metrics),
+            }
+        }
+    };
+    let mut races = FuturesUnordered::new();
+    let mut open = true;
+    while open || !races.is_empty() {
+        tokio::select! {
+            got = rx.recv(), if open => match got {
+                Some(c) => races.push(race(c)),
+                None => open = false,
+            },
+            Some(()) = races.next(), if !races.is_empty() => {}
+            _ = stop.cancelled() => break,
+        }
+    }
+    // At stop every race left ends at once (it cancels its call as `shutdown`); so does any
+    // call still queued.
+    rx.close();
+    while let Some(c) = rx.recv().await {
+        races.push(race(c));
+    }
+    while races.next().await.is_some() {}
 }
 
 impl Drop for CancelOnDrop {
@@ -410,11 +518,7 @@ impl Drop for CancelOnDrop {
             self.run_detached(deadline);
             return;
         }
-        if self.cancel.cancel(self.reason) {
-            if let Some(cause) = cancel_cause(self.reason) {
-                self.metrics.cancelled(cause);
-            }
-        }
+        cancel_now(&self.cancel, self.reason, &self.metrics);
     }
 }
 
@@ -509,17 +613,29 @@ impl CallHandle {
     /// addressees), waiting up to `wait`; false if it could not within that.
     pub async fn unpark(&mut self, wait: Duration) -> bool {
         let until = tokio::time::Instant::now() + wait;
+        let Some(mut freed) = self.control.try_unpark() else {
+            return true;
+        };
         loop {
-            let Some(freed) = self.control.try_unpark() else {
-                return true;
-            };
-            let now = tokio::time::Instant::now();
-            if now >= until {
-                return false;
+            // Registered before the next try: a slot freed between the try and the wait
+            // wakes this waiter (`notify_waiters` wakes every registered `Notified`).
+            let notify = freed.clone();
+            let woken = notify.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            match self.control.try_unpark() {
+                None => return true,
+                // The same notifier: wait on it. Another (the peer was replaced): register
+                // on that one before trying again.
+                Some(n) if Arc::ptr_eq(&n, &freed) => {}
+                Some(n) => {
+                    freed = n;
+                    continue;
+                }
             }
-            // A slot freed between the try and this wait is seen at the next tick.
-            let tick = (until - now).min(Duration::from_millis(50));
-            let _ = tokio::time::timeout(tick, freed.notified()).await;
+            if tokio::time::timeout_at(until, woken).await.is_err() {
+                return self.control.try_unpark().is_none();
+            }
         }
     }
 }
@@ -586,11 +702,47 @@ mod tests {
         }
     }
 
-    fn detached_guard(call: &Arc<FakeCall>, answered: Answered, for_: Duration) -> CancelOnDrop {
+    /// A guard for `call` detached for `for_`, handed to a reaper on `tracker` when dropped.
+    fn detached_guard(
+        call: &Arc<FakeCall>,
+        answered: Answered,
+        for_: Duration,
+        reaper: &Detached,
+    ) -> CancelOnDrop {
         let metrics = Arc::new(crate::metrics::Metrics::new());
-        let mut g = CancelOnDrop::new(call.clone(), 1, answered, metrics);
+        let mut g = CancelOnDrop::new(call.clone(), 1, answered, metrics, reaper);
         g.detach_until(Instant::now() + for_);
         g
+    }
+
+    /// A reaper on its own tracker, and what stops it.
+    fn reaper() -> (
+        Detached,
+        tokio_util::task::TaskTracker,
+        tokio_util::sync::CancellationToken,
+    ) {
+        let (tracker, stop) = (
+            tokio_util::task::TaskTracker::new(),
+            tokio_util::sync::CancellationToken::new(),
+        );
+        let metrics = Arc::new(crate::metrics::Metrics::new());
+        (
+            Detached::start(&tracker, stop.clone(), metrics),
+            tracker,
+            stop,
+        )
+    }
+
+    /// Stop the reaper and wait (bounded) until it has ended.
+    async fn stop_reaper(
+        tracker: tokio_util::task::TaskTracker,
+        stop: tokio_util::sync::CancellationToken,
+    ) {
+        stop.cancel();
+        tracker.close();
+        tokio::time::timeout(Duration::from_secs(5), tracker.wait())
+            .await
+            .expect("the reaper did not end at stop");
     }
 
     const HOUR: Duration = Duration::from_secs(3600);
@@ -608,12 +760,14 @@ mod tests {
 
     #[tokio::test]
     async fn a_detached_call_answered_later_lets_go_of_its_cancel() {
+        let (reaper, tracker, stop) = reaper();
         let call = Arc::new(FakeCall::default());
         let (s, _events, _outcome, answered) = sinks();
-        drop(detached_guard(&call, answered, HOUR));
-        // Still running: its deadline task holds the upstream's Cancel.
+        drop(detached_guard(&call, answered, HOUR, &reaper));
+        // Still running: the reaper holds the upstream's Cancel.
         assert!(settle(|| Arc::strong_count(&call) == 2).await);
-        // The upstream answers (its sinks go): the task ends at once, not at the deadline.
+        // The upstream answers (its sinks go): the reaper lets go at once, not at the
+        // deadline, and goes on running for the next one.
         call.done.store(true, Ordering::SeqCst);
         {
             let s = s;
@@ -621,35 +775,138 @@ mod tests {
         }
         assert!(
             settle(|| Arc::strong_count(&call) == 1).await,
-            "the deadline task still holds the call"
+            "the reaper still holds the call"
         );
         assert!(call.cancelled.lock().unwrap().is_none());
+        assert!(
+            !tracker.is_empty(),
+            "the reaper ended with its upstream still there"
+        );
+        stop_reaper(tracker, stop).await;
     }
 
     #[tokio::test]
-    async fn a_detached_call_answered_before_its_handle_went_spawns_nothing() {
+    async fn a_detached_call_answered_before_its_handle_went_keeps_nothing() {
+        let (reaper, tracker, stop) = reaper();
         let call = Arc::new(FakeCall::default());
         let (s, _events, _outcome, answered) = sinks();
         call.done.store(true, Ordering::SeqCst);
         drop(s);
-        drop(detached_guard(&call, answered, HOUR));
+        drop(detached_guard(&call, answered, HOUR, &reaper));
         assert_eq!(Arc::strong_count(&call), 1);
+        stop_reaper(tracker, stop).await;
     }
 
     #[tokio::test]
     async fn a_detached_call_is_still_cancelled_at_its_deadline() {
+        let (reaper, tracker, stop) = reaper();
         let call = Arc::new(FakeCall::default());
         let (_s, _events, _outcome, answered) = sinks();
-        drop(detached_guard(&call, answered, Duration::from_millis(1)));
-        // Bounded wait for the deadline task (not a timing assert: it only has to happen).
-        for _ in 0..500 {
-            if Arc::strong_count(&call) == 1 {
-                break;
+        drop(detached_guard(
+            &call,
+            answered,
+            Duration::from_millis(1),
+            &reaper,
+        ));
+        // Bounded wait for the deadline (not a timing assert: it only has to happen).
+        let _ = tokio::time::timeout(Duration::from_secs(5), async {
+            while Arc::strong_count(&call) > 1 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        })
+        .await;
         assert_eq!(Arc::strong_count(&call), 1);
         assert_eq!(call.cancelled.lock().unwrap().as_deref(), Some("timeout"));
+        stop_reaper(tracker, stop).await;
+    }
+
+    #[tokio::test]
+    async fn the_reaper_cancels_what_it_holds_at_stop_and_ends() {
+        let (reaper, tracker, stop) = reaper();
+        let call = Arc::new(FakeCall::default());
+        let (_s, _events, _outcome, answered) = sinks();
+        drop(detached_guard(&call, answered, HOUR, &reaper));
+        assert!(settle(|| Arc::strong_count(&call) == 2).await);
+        stop_reaper(tracker, stop).await;
+        assert_eq!(Arc::strong_count(&call), 1);
+        assert_eq!(call.cancelled.lock().unwrap().as_deref(), Some("shutdown"));
+        // A call detached after the reaper ended is cancelled at once.
+        let late = Arc::new(FakeCall::default());
+        let (_s, _events, _outcome, answered) = sinks();
+        drop(detached_guard(&late, answered, HOUR, &reaper));
+        assert_eq!(late.cancelled.lock().unwrap().as_deref(), Some("shutdown"));
+    }
+
+    #[tokio::test]
+    async fn a_full_reaper_queue_cancels_the_next_detached_call_at_once() {
+        let (reaper, tracker, stop) = reaper();
+        // The reaper has not run yet (one thread, no await): the queue fills up.
+        let mut held = Vec::new();
+        for _ in 0..DETACHED_QUEUE {
+            let call = Arc::new(FakeCall::default());
+            let (s, _events, _outcome, answered) = sinks();
+            drop(detached_guard(&call, answered, HOUR, &reaper));
+            held.push((call, s));
+        }
+        assert!(held
+            .iter()
+            .all(|(c, _)| c.cancelled.lock().unwrap().is_none()));
+        let over = Arc::new(FakeCall::default());
+        let (_s, _events, _outcome, answered) = sinks();
+        drop(detached_guard(&over, answered, HOUR, &reaper));
+        assert_eq!(
+            over.cancelled.lock().unwrap().as_deref(),
+            Some("client disconnected")
+        );
+        assert_eq!(Arc::strong_count(&over), 1, "nothing kept of it");
+        stop_reaper(tracker, stop).await;
+        assert!(held
+            .iter()
+            .all(|(c, _)| c.cancelled.lock().unwrap().as_deref() == Some("shutdown")));
+    }
+
+    /// A control whose `try_unpark` frees the slot (notifying) right after saying "not yet"
+    /// the first time: the wake-up falls between the try and the wait.
+    struct FreedInBetween {
+        freed: Arc<tokio::sync::Notify>,
+        tries: std::sync::atomic::AtomicUsize,
+    }
+
+    impl CallControl for FreedInBetween {
+        fn set_reason(&mut self, _: &'static str) {}
+        fn detach_until(&mut self, _: Instant) {}
+        fn upstream_id(&self) -> u64 {
+            1
+        }
+        fn canceller(&self) -> Canceller {
+            Canceller::new(Arc::new(FakeCall::default()))
+        }
+        fn set_parked(&mut self, _: bool) {}
+        fn try_unpark(&mut self) -> Option<Arc<tokio::sync::Notify>> {
+            match self.tries.fetch_add(1, Ordering::SeqCst) {
+                0 => Some(self.freed.clone()),
+                1 => {
+                    // Still busy at this try, freed before the caller waits.
+                    self.freed.notify_waiters();
+                    Some(self.freed.clone())
+                }
+                _ => None,
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn unpark_sees_a_slot_freed_between_its_try_and_its_wait() {
+        let (_s, events, outcome, _answered) = sinks();
+        let control = FreedInBetween {
+            freed: Arc::new(tokio::sync::Notify::new()),
+            tries: Default::default(),
+        };
+        let mut h = CallHandle::new(events, outcome, Box::new(control));
+        // Done in one poll: the wake-up was registered before the try that freed the slot,
+        // so nothing waits for a tick (or the hour).
+        let resumed = futures_util::FutureExt::now_or_never(h.unpark(HOUR));
+        assert_eq!(resumed, Some(true));
     }
 
     #[test]

@@ -157,13 +157,19 @@ fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
     };
     rt.block_on(async move {
         let shutdown = CancellationToken::new();
-        tokio::spawn(signals(shutdown.clone()));
+        // Owned: when connect ends another way (the host closed stdin) the signal loop is
+        // still waiting, and is aborted and waited for before the runtime's exit check.
+        let signal_loop = tokio::spawn(signals(shutdown.clone()));
         let name = args.name.as_deref();
         let limits = mcp_bridge::face::stdio::HostLimits {
             max_line: args.max_line,
             park_timeout: args.park_timeout,
         };
-        match mcp_bridge::app::run_connect(cfg, limits, name, args.metrics_listen, shutdown).await {
+        let done = mcp_bridge::app::run_connect(cfg, limits, name, args.metrics_listen, shutdown);
+        let done = done.await;
+        signal_loop.abort();
+        let _ = signal_loop.await;
+        match done {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 error!("{e}");
@@ -185,7 +191,11 @@ async fn signals(shutdown: CancellationToken) {
     };
     // SIGHUP must not kill `connect` (a host may send it when its terminal goes): it goes to
     // the one reload handler, where connect registers nothing, so it is only acknowledged.
-    let reloader = Reloader::new(None);
+    let reloader = Reloader::new(
+        None,
+        &tokio_util::task::TaskTracker::new(),
+        &CancellationToken::new(),
+    );
     let mut hup = Hangups::watch();
     loop {
         tokio::select! {

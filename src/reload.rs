@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
 
 use crate::metrics::{Metrics, ReloadCounter};
@@ -90,19 +92,54 @@ pub struct Pass {
     pub ran: Vec<(Part, bool)>,
 }
 
-/// The parts one SIGHUP reloads.
+/// The parts one SIGHUP reloads, and the reload triggers of their own (a certificate's
+/// file-change check, a JWKS's periodic refresh), which run on its tracker until its stop.
 pub struct Reloader {
     parts: Mutex<Vec<Entry>>,
     counter: Option<ReloadCounter>,
+    triggers: TaskTracker,
+    stop: CancellationToken,
 }
 
 impl Reloader {
-    /// An empty registry; outcomes are counted in `metrics` when given.
-    pub fn new(metrics: Option<&Metrics>) -> Arc<Reloader> {
+    /// An empty registry; outcomes are counted in `metrics` when given. The parts' own
+    /// triggers run on `triggers` until `stop`: the owner cancels it and waits for them at
+    /// shutdown ([`Reloader::shut_down`]).
+    pub fn new(
+        metrics: Option<&Metrics>,
+        triggers: &TaskTracker,
+        stop: &CancellationToken,
+    ) -> Arc<Reloader> {
         Arc::new(Reloader {
             parts: Mutex::new(Vec::new()),
             counter: metrics.map(Metrics::reload_counter),
+            triggers: triggers.clone(),
+            stop: stop.clone(),
         })
+    }
+
+    /// Run a part's own reload trigger until it ends or the reloader stops.
+    pub fn spawn_trigger<F>(&self, trigger: F)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let stop = self.stop.clone();
+        self.triggers.spawn(async move {
+            tokio::select! {
+                _ = trigger => {}
+                _ = stop.cancelled() => {}
+            }
+        });
+    }
+
+    /// Stop every trigger and wait for them, at most `within` (a trigger in the middle of a
+    /// blocking read ends when that read does); false if one was still running then.
+    pub async fn shut_down(&self, within: Duration) -> bool {
+        self.stop.cancel();
+        self.triggers.close();
+        tokio::time::timeout(within, self.triggers.wait())
+            .await
+            .is_ok()
     }
 
     /// Reload `target` with `reload` on every SIGHUP for as long as it lives (it is held
@@ -256,7 +293,7 @@ mod tests {
     #[tokio::test]
     async fn one_sighup_runs_each_registered_part_exactly_once() {
         let m = Metrics::new();
-        let r = Reloader::new(Some(&m));
+        let r = Reloader::new(Some(&m), &TaskTracker::new(), &CancellationToken::new());
         let log = Arc::new(Mutex::new(Vec::new()));
         let parts = [
             (Part::Config, probe("config", false, &log)),
@@ -293,7 +330,7 @@ mod tests {
     #[tokio::test]
     async fn a_failed_part_is_counted_and_the_next_still_runs() {
         let m = Metrics::new();
-        let r = Reloader::new(Some(&m));
+        let r = Reloader::new(Some(&m), &TaskTracker::new(), &CancellationToken::new());
         let log = Arc::new(Mutex::new(Vec::new()));
         let (bad, good) = (probe("bad", true, &log), probe("good", false, &log));
         register(&r, Part::Bearer, &bad);
@@ -309,7 +346,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_part_that_is_gone_is_dropped_and_not_run() {
-        let r = Reloader::new(None);
+        let r = Reloader::new(None, &TaskTracker::new(), &CancellationToken::new());
         let log = Arc::new(Mutex::new(Vec::new()));
         let (kept, gone) = (probe("kept", false, &log), probe("gone", false, &log));
         register(&r, Part::Jwt, &gone);
@@ -323,7 +360,7 @@ mod tests {
     /// What a configuration reload registers (freshly loaded auth) runs from the next pass on.
     #[tokio::test]
     async fn a_part_registered_during_a_pass_waits_for_the_next() {
-        let r = Reloader::new(None);
+        let r = Reloader::new(None, &TaskTracker::new(), &CancellationToken::new());
         let log = Arc::new(Mutex::new(Vec::new()));
         let later = probe("later", false, &log);
         let config = probe("config", false, &log);

@@ -342,3 +342,92 @@ async fn connect_sigterm_under_load_leaves_no_task() {
     );
     h.assert_clean_stdout();
 }
+
+/// SIGTERM with every task that runs beside the servers alive: the JWKS refresh (a reload
+/// trigger of its own), the metrics listener with an idle scrape connection open, the systemd
+/// watchdog, and a 2025 call whose client hung up (its child's reaper holds it until its
+/// deadline). The bridge exits 0 and no task is alive when the runtime returns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_leaves_no_background_task() {
+    const ISS: &str = "https://as.test.example";
+    let key = TestKey::es256("k-shutdown");
+    let keys = JwksServer::start(jwks(&[&key])).await;
+    let mut b = Bridge::builder()
+        .serve()
+        .args(["--demo", "--port", "0", "--shutdown-grace", "1s"])
+        .args(["--auth", "jwt", "--jwks-url", &keys.url, "--issuer", ISS])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .no_systemd_env()
+        .env("WATCHDOG_USEC", "60000000")
+        .spawn()
+        .await;
+    b.log
+        .expect("systemd watchdog enabled", Duration::from_secs(10))
+        .await;
+    let line = b
+        .log
+        .expect("metrics on http://", Duration::from_secs(10))
+        .await;
+    let at = word_after(&line, "metrics on http://").unwrap();
+    let at = at.trim_end_matches("/metrics").to_owned();
+    // A scrape connection that sends nothing: its task waits for a request head.
+    let _idle_scrape = tokio::net::TcpStream::connect(&at).await.unwrap();
+
+    let t = support::now();
+    let token = key.token(&json!({"iss": ISS, "sub": "u", "aud": b.url, "iat": t,
+        "nbf": t - 5, "exp": t + 600}));
+    let mut auth = reqwest::header::HeaderMap::new();
+    auth.insert(
+        "authorization",
+        reqwest::header::HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+    );
+    let c = reqwest::Client::builder()
+        .default_headers(auth)
+        .build()
+        .unwrap();
+    let s = Session::open(&c, &b.url).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "slow", "arguments": {"seconds": 60, "steps": 0}}});
+    let req = c.post(&b.url).headers(s.headers()).body(body.to_string());
+    let hung_up = tokio::spawn(async move { req.send().await.map(|r| r.status()) });
+    b.log
+        .expect("demo: slow started id=", Duration::from_secs(10))
+        .await;
+    // The client hangs up: a 2025 call runs on, detached, until its deadline.
+    hung_up.abort();
+    let _ = hung_up.await;
+
+    b.signal(nix::sys::signal::Signal::SIGTERM);
+    let st = b.wait_exit(Duration::from_secs(20)).await;
+    let st = st.unwrap_or_else(|| panic!("still running; log:\n{}", b.log.dump()));
+    assert!(st.success(), "exit status {st}; log:\n{}", b.log.dump());
+    let tasks = b.log.find("tasks alive at exit").unwrap_or_default();
+    assert!(
+        tasks.ends_with("tasks=0"),
+        "{tasks:?}; log:\n{}",
+        b.log.dump()
+    );
+}
+
+/// `connect` whose host closes stdin (no signal): it exits 0 and its signal loop, still
+/// waiting for a signal that never comes, is not left behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_ended_by_its_host_leaves_no_task() {
+    let serve = Bridge::demo(&[]).await;
+    let mut h = Host::start(&serve.url, &[]);
+    h.request(json!("p"), "ping", json!({}));
+    assert_eq!(
+        h.response(&json!("p"), Duration::from_secs(10))["result"],
+        json!({})
+    );
+    h.close_stdin();
+    let st = h.wait_exit(Duration::from_secs(20));
+    let st = st.unwrap_or_else(|| panic!("connect still running; log:\n{}", h.log.dump()));
+    assert!(st.success(), "exit status {st}; log:\n{}", h.log.dump());
+    let tasks = h.log.find("tasks alive at exit").unwrap_or_default();
+    assert!(
+        tasks.ends_with("tasks=0"),
+        "{tasks:?}; log:\n{}",
+        h.log.dump()
+    );
+}

@@ -88,7 +88,11 @@ async fn get_inner(t: &Target) -> Result<Bytes, String> {
     if t.https {
         let name = rustls_pki_types::ServerName::try_from(t.host.clone())
             .map_err(|e| format!("bad host name: {e}"))?;
-        let tls = tokio_rustls::TlsConnector::from(client_config()?)
+        // The first use reads the system's root certificates: off the runtime's threads.
+        let cfg = tokio::task::spawn_blocking(client_config)
+            .await
+            .map_err(|e| format!("TLS roots: {e}"))??;
+        let tls = tokio_rustls::TlsConnector::from(cfg)
             .connect(name, tcp)
             .await
             .map_err(|e| format!("TLS: {e}"))?;
@@ -105,9 +109,6 @@ where
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
         .map_err(|e| format!("HTTP: {e}"))?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
     let path = t
         .uri
         .path_and_query()
@@ -127,18 +128,25 @@ where
         )
         .body(Empty::<Bytes>::new())
         .map_err(|e| format!("request: {e}"))?;
-    let resp = sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("HTTP: {e}"))?;
-    if resp.status() != StatusCode::OK {
-        return Err(format!("HTTP status {}", resp.status().as_u16()));
-    }
-    let body = Limited::new(resp.into_body(), MAX_BODY)
-        .collect()
-        .await
-        .map_err(|e| format!("body: {e}"))?;
-    Ok(body.to_bytes())
+    // The connection is driven here, beside the exchange, not on a task of its own: once the
+    // body is read the sender goes and the connection ends, so nothing outlives the fetch
+    // (and `get`'s time limit bounds both).
+    let exchange = async move {
+        let resp = sender
+            .send_request(req)
+            .await
+            .map_err(|e| format!("HTTP: {e}"))?;
+        if resp.status() != StatusCode::OK {
+            return Err(format!("HTTP status {}", resp.status().as_u16()));
+        }
+        let body = Limited::new(resp.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("body: {e}"))?;
+        Ok(body.to_bytes())
+    };
+    let (r, _) = tokio::join!(exchange, conn);
+    r
 }
 
 #[cfg(test)]

@@ -225,7 +225,7 @@ impl Verifier {
         } else {
             Duration::from_secs(1)
         };
-        tokio::spawn(async move {
+        reloader.spawn_trigger(async move {
             loop {
                 tokio::time::sleep(delay).await;
                 let Some(v) = me.upgrade() else { break };

@@ -133,7 +133,10 @@ impl Tls {
             Ok("TLS certificate reloaded".to_owned())
         });
         let me = Arc::downgrade(self);
-        tokio::spawn(async move {
+        // Polled: a change of the files has no event without a file watcher; one metadata
+        // read of each file per `POLL`, off the runtime's threads, for the life of the
+        // certificate or until the reloader stops.
+        reloader.spawn_trigger(async move {
             let mut every = tokio::time::interval_at(tokio::time::Instant::now() + POLL, POLL);
             every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {

@@ -187,7 +187,11 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
     };
     let metrics = Arc::new(Metrics::new());
     let d = Daemon {
-        reloader: Reloader::new(Some(&metrics)),
+        reloader: Reloader::new(
+            Some(&metrics),
+            &TaskTracker::new(),
+            &CancellationToken::new(),
+        ),
         sources,
         args,
         given,
@@ -202,6 +206,16 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         hurry: CancellationToken::new(),
     };
     rt.block_on(run(d, adopted, bad_input))
+}
+
+/// Run `f`, which reads files, on the blocking pool: no runtime thread waits on the disk
+/// while the daemon serves (a reload runs beside the traffic).
+async fn off_runtime<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| format!("a blocking task failed: {e}"))?
 }
 
 /// Why a server did not start.
@@ -298,13 +312,16 @@ impl Daemon {
             .finish(http, self.first_bound(), &self.reloader)
             .await
             .map_err(|e| StartError::Auth(named(e)))?;
-        ServerRt::start(
+        // Off the runtime's threads: a remote upstream reads its CA file, the system's roots
+        // and its stored OAuth login (at start, and when a reload starts a server).
+        let (spec, origins, metrics) = (
             spec.clone(),
             plan.allow_origins.clone(),
-            http,
             self.metrics.clone(),
-        )
-        .map_err(|e| StartError::Upstream(named(e)))
+        );
+        off_runtime(move || ServerRt::start(spec, origins, http, metrics))
+            .await
+            .map_err(|e| StartError::Upstream(named(e)))
     }
 
     fn status(&self) -> String {
@@ -341,9 +358,10 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         .filter_map(|l| l.local_addr().ok())
         .collect();
     d.loopback = d.bound.iter().all(|a| a.ip().is_loopback());
+    // The metrics listener and the watchdog: stopped and waited for last (`background`).
     // Scrapes go on through the drain; this listener closes once everything else stopped.
-    let metrics_stop = CancellationToken::new();
-    if let Err(code) = serve_metrics(&plan, &d.metrics, &metrics_stop).await {
+    let (metrics_stop, background) = (CancellationToken::new(), TaskTracker::new());
+    if let Err(code) = serve_metrics(&plan, &d.metrics, &metrics_stop, &background).await {
         return code;
     }
     let d = Arc::new(d);
@@ -351,16 +369,17 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
     d.reloader
         .register(Part::Config, &d, |d| async move { d.reload_config().await });
     if let Err(code) = start_all(&d, &plan, bad_input).await {
+        stop_background(&d, &metrics_stop, &background).await;
         return code;
     }
     let stop_accepting = CancellationToken::new();
     let loops = spawn_accept_loops(&d, &plan, listeners, &stop_accepting);
     info!("servers: {}", router::describe(&d.router.current()));
     announce_ready(&d).await;
-    let watchdog_stop = CancellationToken::new();
     if let Some(p) = notify::watchdog_period() {
         info!(period_ms = p.as_millis() as u64, "systemd watchdog enabled");
-        notify::spawn_watchdog(p, watchdog_stop.clone());
+        // Ends with the metrics listener, at the very end.
+        notify::spawn_watchdog(p, metrics_stop.clone(), &background);
     }
 
     loop {
@@ -371,11 +390,35 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
         }
     }
 
-    shut_down(&d, &plan, loops, stop_accepting).await;
-    watchdog_stop.cancel();
-    metrics_stop.cancel();
+    let mut loops = loops;
+    shut_down(&d, &plan, &mut loops, stop_accepting).await;
+    // Not aborted: an accept loop ends on its own clocks (the grace, then a moment to write
+    // the last answers, then it closes what is left), and an aborted loop would leave its
+    // connections' tasks behind.
+    while loops.join_next().await.is_some() {}
+    stop_background(&d, &metrics_stop, &background).await;
     info!("shutdown complete");
     ExitCode::SUCCESS
+}
+
+/// How long the tasks that outlive the servers (the metrics listener and its connections, the
+/// watchdog, the reload triggers) may take to end once told to.
+const BACKGROUND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Stop what runs beside the servers (the metrics listener, the watchdog, the auth parts'
+/// reload triggers) and wait for it, bounded.
+async fn stop_background(d: &Daemon, stop: &CancellationToken, background: &TaskTracker) {
+    stop.cancel();
+    background.close();
+    if tokio::time::timeout(BACKGROUND_WAIT, background.wait())
+        .await
+        .is_err()
+    {
+        warn!("the metrics listener did not end in time");
+    }
+    if !d.reloader.shut_down(BACKGROUND_WAIT).await {
+        warn!("a certificate check or JWKS refresh did not end in time");
+    }
 }
 
 /// The listeners: the ones the service manager passed (socket activation), else `[listen]`.
@@ -420,6 +463,7 @@ async fn serve_metrics(
     plan: &Plan,
     metrics: &Arc<Metrics>,
     stop: &CancellationToken,
+    tasks: &TaskTracker,
 ) -> Result<(), ExitCode> {
     let Some(addr) = plan.metrics_listen else {
         return Ok(());
@@ -428,7 +472,7 @@ async fn serve_metrics(
         Ok(l) => {
             let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
             info!("metrics on http://{at}/metrics");
-            tokio::spawn(crate::face::metrics_http::serve(
+            tasks.spawn(crate::face::metrics_http::serve(
                 l,
                 metrics.clone(),
                 stop.clone(),
@@ -476,7 +520,7 @@ fn spawn_accept_loops(
     plan: &Plan,
     listeners: Vec<TcpListener>,
     stop: &CancellationToken,
-) -> Vec<tokio::task::JoinHandle<()>> {
+) -> tokio::task::JoinSet<()> {
     let scheme = d.security().scheme();
     let tls = d
         .router
@@ -485,7 +529,7 @@ fn spawn_accept_loops(
         .values()
         .next()
         .and_then(|s| s.app.cfg.tls.clone());
-    let mut loops = Vec::new();
+    let mut loops = tokio::task::JoinSet::new();
     for l in listeners {
         let local = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
         match plan.servers.first().filter(|_| plan.solo) {
@@ -499,12 +543,7 @@ fn spawn_accept_loops(
             limits: plan.conn,
             uncapped: router::UNCAPPED,
         };
-        loops.push(tokio::spawn(router::accept_loop(
-            l,
-            d.router.clone(),
-            cfg,
-            stop.clone(),
-        )));
+        loops.spawn(router::accept_loop(l, d.router.clone(), cfg, stop.clone()));
     }
     loops
 }
@@ -548,7 +587,7 @@ async fn announce_ready(d: &Arc<Daemon>) {
 async fn shut_down(
     d: &Arc<Daemon>,
     plan: &Plan,
-    loops: Vec<tokio::task::JoinHandle<()>>,
+    loops: &mut tokio::task::JoinSet<()>,
     stop_accepting: CancellationToken,
 ) {
     notify::stopping();
@@ -568,13 +607,20 @@ async fn shut_down(
         // accepting while it has requests in flight, within the grace; `/readyz` already
         // says 503, so balancers that check it send nothing new.
         let busy = || routes.servers.values().any(|rt| rt.in_flight() > 0);
-        while busy() && tokio::time::Instant::now() < until {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        }
+        let all_idle = async {
+            // Each server's count is watched (no polling); one that is busy again by the
+            // time the last is idle is waited for once more.
+            while busy() {
+                futures_util::future::join_all(routes.servers.values().map(|rt| rt.idle())).await;
+            }
+        };
+        let _ = tokio::time::timeout_at(until, all_idle).await;
     }
     stop_accepting.cancel();
     let left = until.saturating_duration_since(tokio::time::Instant::now());
-    let _ = tokio::time::timeout(left, futures_util::future::join_all(loops)).await;
+    // The children stop once the loops are done or the grace is over, whichever is first;
+    // a loop still closing its connections then is waited for after (`run`).
+    let _ = tokio::time::timeout(left, async { while loops.join_next().await.is_some() {} }).await;
     d.hurry.cancel();
     info!("stopping child processes");
     let stops: Vec<_> = routes

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use sd_notify::NotifyState;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::debug;
 
 /// Send states to the service manager (errors are logged at debug and otherwise ignored: the
@@ -53,11 +54,12 @@ pub fn watchdog_period() -> Option<Duration> {
     }
 }
 
-/// Ping the watchdog at half the period until `stop` is cancelled. The task runs on the
-/// runtime that serves requests: a stalled runtime sends no pings and systemd restarts us.
-pub fn spawn_watchdog(period: Duration, stop: CancellationToken) {
+/// Ping the watchdog at half the period until `stop` is cancelled, on `tasks` (the owner
+/// waits for it at shutdown). The task runs on the runtime that serves requests: a stalled
+/// runtime sends no pings and systemd restarts us.
+pub fn spawn_watchdog(period: Duration, stop: CancellationToken, tasks: &TaskTracker) {
     let every = (period / 2).max(Duration::from_millis(10));
-    tokio::spawn(async move {
+    tasks.spawn(async move {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

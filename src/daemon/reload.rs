@@ -13,7 +13,7 @@ use std::sync::Arc;
 use tracing::{info, warn};
 
 use super::router::{self, Routes, ServerRt};
-use super::{auth_host, is_solo, load_plan, notify, Daemon};
+use super::{auth_host, is_solo, load_plan, notify, off_runtime, Daemon};
 use crate::auth::{Auth, Prepared};
 use crate::config::Plan;
 
@@ -68,7 +68,7 @@ impl Daemon {
 
     /// The configuration's part of a pass: re-read it and apply the difference (see the
     /// module comment); on an error the running configuration stays.
-    pub(super) async fn reload_config(&self) -> Result<String, String> {
+    pub(super) async fn reload_config(self: &Arc<Self>) -> Result<String, String> {
         if is_solo(&self.sources) {
             info!("SIGHUP received: re-reading the flags' files (certificates, token files, JWKS)");
         } else {
@@ -78,14 +78,22 @@ impl Daemon {
         Ok("configuration reload done".to_owned())
     }
 
-    async fn try_reload(&self) -> Result<(), String> {
+    async fn try_reload(self: &Arc<Self>) -> Result<(), String> {
         let old = self.plan();
-        let mut new = load_plan(&self.sources, &self.args, &self.given)?;
+        // The files (configuration, servers JSON, token files, certificates) are read off
+        // the runtime's threads: the daemon serves while it reloads.
+        let d = self.clone();
+        let mut new = off_runtime(move || load_plan(&d.sources, &d.args, &d.given)).await?;
         keep_restart_settings(&old, &mut new);
         let auth_changed = new.auth != old.auth;
         let running_security = self.security();
         let security = if auth_changed {
-            Arc::new(running_security.reconfigure(&new.auth, auth_host(&self.bound))?)
+            let (was, auth, host) = (
+                running_security.clone(),
+                new.auth.clone(),
+                auth_host(&self.bound),
+            );
+            Arc::new(off_runtime(move || was.reconfigure(&auth, host)).await?)
         } else {
             running_security
         };

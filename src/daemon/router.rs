@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::BodyExt;
 use serde_json::json;
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{info, warn};
@@ -42,22 +43,48 @@ pub struct ServerRt {
     /// Settings outside the spec that shape its face (a change restarts the server).
     pub origins: Vec<String>,
     pub app: Arc<App>,
-    inflight: Arc<AtomicUsize>,
+    inflight: Arc<Requests>,
+}
+
+/// A server's requests (and response bodies) still running, and who waits for none to be.
+#[derive(Default)]
+struct Requests {
+    n: AtomicUsize,
+    /// Notified (every waiter) each time the count drops to 0.
+    idle: Notify,
+}
+
+impl Requests {
+    /// Until the count is 0 (at once if it is).
+    async fn idle(&self) {
+        loop {
+            // Registered before the check: a drop to 0 between the two wakes this waiter.
+            let woken = self.idle.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.n.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            woken.await;
+        }
+    }
 }
 
 /// Counts one request (and its response body) against a server.
-struct InFlight(Arc<AtomicUsize>);
+struct InFlight(Arc<Requests>);
 
 impl InFlight {
-    fn enter(n: &Arc<AtomicUsize>) -> Self {
-        n.fetch_add(1, Ordering::SeqCst);
+    fn enter(n: &Arc<Requests>) -> Self {
+        n.n.fetch_add(1, Ordering::SeqCst);
         InFlight(n.clone())
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        if self.0.n.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
     }
 }
 
@@ -85,7 +112,7 @@ impl ServerRt {
             spec,
             origins,
             app,
-            inflight: Arc::new(AtomicUsize::new(0)),
+            inflight: Arc::new(Requests::default()),
         }))
     }
 
@@ -95,19 +122,22 @@ impl ServerRt {
 
     /// Requests (and response bodies) still running.
     pub fn in_flight(&self) -> usize {
-        self.inflight.load(Ordering::SeqCst)
+        self.inflight.n.load(Ordering::SeqCst)
+    }
+
+    /// Until no request (nor response body) of this server is running.
+    pub async fn idle(&self) {
+        self.inflight.idle().await;
     }
 
     /// End long-lived streams, let running requests finish for up to `grace` (less if `hurry`
     /// is cancelled), then end sessions and stop the child with its stop ladder.
     pub async fn drain_and_stop(&self, grace: Duration, hurry: &CancellationToken) {
         self.app.stopping.cancel();
-        let until = Instant::now() + grace;
-        while self.in_flight() > 0 && Instant::now() < until {
-            tokio::select! {
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-                _ = hurry.cancelled() => break,
-            }
+        tokio::select! {
+            _ = self.idle() => {}
+            _ = tokio::time::sleep(grace) => {}
+            _ = hurry.cancelled() => {}
         }
         let left = self.in_flight();
         if left > 0 {
@@ -327,4 +357,28 @@ pub fn describe(routes: &Routes) -> String {
         })
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[tokio::test]
+    async fn idle_is_told_when_the_last_request_ends() {
+        let n = Arc::new(Requests::default());
+        assert_eq!(
+            n.idle().now_or_never(),
+            Some(()),
+            "nothing running: idle at once"
+        );
+        let (a, b) = (InFlight::enter(&n), InFlight::enter(&n));
+        let mut idle = Box::pin(n.idle());
+        assert!((&mut idle).now_or_never().is_none());
+        drop(a);
+        assert!((&mut idle).now_or_never().is_none(), "one still runs");
+        drop(b);
+        // Woken by the drop to 0 (no tick): ready at the next poll.
+        assert_eq!(idle.now_or_never(), Some(()));
+    }
 }

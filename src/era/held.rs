@@ -466,7 +466,8 @@ mod tests {
             let (s, events, outcome, answered) = sinks();
             let cancel = Arc::new(FakeCancel::default());
             let metrics = Arc::new(crate::metrics::Metrics::new());
-            let control = CancelOnDrop::new(cancel.clone(), 1, answered, metrics);
+            let detached = crate::call::Detached::none(metrics.clone());
+            let control = CancelOnDrop::new(cancel.clone(), 1, answered, metrics, &detached);
             lock(&self.taken).push(Taken {
                 filter: params["notifications"].clone(),
                 sinks: s,

@@ -333,7 +333,14 @@ mod tests {
             let (s, events, outcome, answered) = sinks();
             let _ = s.outcome.send(Outcome::Result(jsonrpc::raw(r)));
             let metrics = Arc::new(crate::metrics::Metrics::new());
-            let control = Box::new(CancelOnDrop::new(Arc::new(NoCancel), 1, answered, metrics));
+            let detached = crate::call::Detached::none(metrics.clone());
+            let control = Box::new(CancelOnDrop::new(
+                Arc::new(NoCancel),
+                1,
+                answered,
+                metrics,
+                &detached,
+            ));
             Box::pin(async move { Ok(CallHandle::new(events, outcome, control)) })
         }
         async fn follow(&self, mut h: CallHandle) -> Option<Outcome> {

@@ -20,13 +20,15 @@
 //! the children themselves, so only the gauge can lag, by a tick). Choosing and
 //! stopping happen under one lock, so no call is placed on a child being stopped.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
-use tokio::sync::{broadcast, Notify};
+use tokio::sync::broadcast;
+use tokio::sync::futures::OwnedNotified;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -136,8 +138,9 @@ enum Placed {
     Call(CallHandle),
     /// No child took it: wait for this one (starting) to be ready, then try again.
     WaitFor(Arc<Member>),
-    /// Every child runs a call of another caller it may ask, and the pool is full.
-    Busy(Vec<Arc<Notify>>),
+    /// Every child runs a call of another caller it may ask, and the pool is full: the
+    /// wake-ups of those children's freed slots, each registered before its child was tried.
+    Busy(Vec<Pin<Box<OwnedNotified>>>),
     Failed(BridgeError),
 }
 
@@ -241,8 +244,13 @@ impl ChildPool {
                 // Written to the child's stdin before the call, if it lowers its level.
                 m.up.ensure_log_level(level);
             }
-            // A slot freed between this try and the wait is seen at the wait's next tick.
-            let freed = m.up.slot_freed();
+            // Registered before the try: a slot freed between the try and the wait wakes it
+            // (`notify_waiters` wakes every registered waiter).
+            let freed = m.up.slot_freed().map(|n| {
+                let mut w = Box::pin(n.notified_owned());
+                w.as_mut().enable();
+                w
+            });
             match m.up.try_call(call) {
                 Ok(h) => {
                     m.touch();
@@ -293,13 +301,12 @@ impl ChildPool {
                     queued.get_or_insert_with(|| {
                         GaugeGuard::new(self.metrics.calls_queued(&self.cfg.name))
                     });
-                    let any = futures_util::future::select_all(
-                        freed.iter().map(|n| Box::pin(n.notified())),
-                    );
+                    // A child that ends fails its calls, which frees their slots: that
+                    // wakes this too; a child that starts meanwhile is found by the next
+                    // placement, which waits for it (`WaitFor`).
+                    let any = futures_util::future::select_all(freed);
                     tokio::select! {
                         _ = any => {}
-                        // Children come and go: look again now and then.
-                        _ = tokio::time::sleep(TICK) => {}
                         _ = tokio::time::sleep_until(deadline) => {
                             return Err(BridgeError::AttributionBusy(bound.as_millis() as u64));
                         }

@@ -74,6 +74,9 @@ pub struct RemoteUpstream {
     metrics: Arc<Metrics>,
     tracker: TaskTracker,
     stop: CancellationToken,
+    /// Where calls a 2025 caller hung up on wait for their answer or deadline (a reaper on
+    /// `tracker`, until `stop`).
+    detached: crate::call::Detached,
 }
 
 impl RemoteUpstream {
@@ -131,6 +134,7 @@ impl RemoteUpstream {
             metrics: metrics.clone(),
             tracker: tracker.clone(),
             stop: stop.clone(),
+            detached: crate::call::Detached::start(tracker, stop.clone(), metrics.clone()),
         });
         info!(server = %name, %url, "remote upstream");
         tracker.spawn(me.clone().pump(erx));
@@ -362,6 +366,7 @@ impl RemoteUpstream {
                 id,
                 signal,
                 self.metrics.clone(),
+                &self.detached,
             )),
         )
     }

@@ -99,6 +99,9 @@ struct Inner {
     /// Where the child's own tasks run (its supervisor, tool-list refreshes, log-level
     /// calls): the owner waits for it at shutdown, so none outlives the child.
     tracker: tokio_util::task::TaskTracker,
+    /// Where the calls of every process of this child that a 2025 caller hung up on wait for
+    /// their answer or deadline (one reaper on `tracker`, until `shutdown`).
+    detached: crate::call::Detached,
 }
 
 /// Handle to a supervised child. Cheap to clone.
@@ -131,6 +134,7 @@ impl ChildUpstream {
             state,
             events,
             next_id: AtomicU64::new(1),
+            detached: crate::call::Detached::start(tracker, shutdown.clone(), metrics.clone()),
             shutdown,
             metrics,
             tracker: tracker.clone(),

@@ -99,6 +99,8 @@ pub(super) struct Proc {
     /// Why the process's calls were failed (set by `fail_all` under the `pending` lock, so a
     /// call starting after it is refused instead of waiting for an answer that cannot come).
     ended: std::sync::OnceLock<String>,
+    /// Where its detached calls go when their handles are dropped (the child's reaper).
+    detached: crate::call::Detached,
 }
 
 /// The error a call gets from a process whose calls were failed for `why`.
@@ -144,7 +146,7 @@ impl Cancel for ChildCancel {
 
 impl Proc {
     /// A fresh process's state around the sender of its stdin queue.
-    pub(super) fn new(stdin: mpsc::Sender<Bytes>) -> Self {
+    pub(super) fn new(stdin: mpsc::Sender<Bytes>, detached: &crate::call::Detached) -> Self {
         Self {
             stdin,
             close_stdin: CancellationToken::new(),
@@ -156,6 +158,7 @@ impl Proc {
             tools_changed: std::sync::atomic::AtomicUsize::new(0),
             slot_freed: Arc::new(Notify::new()),
             ended: std::sync::OnceLock::new(),
+            detached: detached.clone(),
         }
     }
 
@@ -238,6 +241,7 @@ impl Proc {
                 id,
                 answered,
                 metrics.clone(),
+                &self.detached,
             )),
         ))
     }
@@ -309,7 +313,7 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::call::CallCtx;
+    use crate::call::{CallCtx, Detached};
     use std::time::Duration;
 
     fn call() -> Call {
@@ -336,7 +340,7 @@ mod tests {
     async fn only_one_caller_that_may_be_asked_runs_unless_parked() {
         let m = Arc::new(Metrics::new());
         let (tx, _rx) = mpsc::channel(64);
-        let p = Arc::new(Proc::new(tx));
+        let p = Arc::new(Proc::new(tx, &Detached::none(m.clone())));
         let start = |id, c: &Call| p.start(id, Era::Legacy, c, false, &m);
         let mut alice = start(1, &askable(Some("s-alice"))).expect("first");
         // The same session is the same addressee; another session or a 2026 caller is not.
@@ -384,7 +388,7 @@ mod tests {
     async fn a_gone_writer_is_child_exited_and_a_full_queue_overload() {
         let m = Arc::new(Metrics::new());
         let (tx, rx) = mpsc::channel(1);
-        let p = Arc::new(Proc::new(tx));
+        let p = Arc::new(Proc::new(tx, &Detached::none(m.clone())));
         let first = p.start(1, Era::Modern, &call(), false, &m);
         assert_eq!(reason(&first), "started");
         // The queue (capacity 1) holds the first frame: the next is overload.
@@ -406,7 +410,7 @@ mod tests {
     async fn a_call_after_the_process_ended_is_refused_not_left_waiting() {
         let m = Arc::new(Metrics::new());
         let (tx, _rx) = mpsc::channel(8);
-        let p = Arc::new(Proc::new(tx));
+        let p = Arc::new(Proc::new(tx, &Detached::none(m.clone())));
         let mut before = p
             .start(1, Era::Modern, &call(), false, &m)
             .expect("started");
@@ -420,7 +424,7 @@ mod tests {
         assert_eq!(reason(&after), "child_exited");
         assert!(lock(&p.pending).is_empty());
         let (tx, _rx) = mpsc::channel(8);
-        let stopping = Arc::new(Proc::new(tx));
+        let stopping = Arc::new(Proc::new(tx, &Detached::none(m.clone())));
         stopping.fail_all("shutting down");
         let r = stopping.start(3, Era::Modern, &call(), false, &m);
         assert_eq!(reason(&r), "shutting_down");

@@ -111,7 +111,7 @@ impl ChildUpstream {
         self.inner.metrics.child_started(&cfg.name);
         info!(server = %cfg.name, pid, command = %cfg.command.display(), "child started");
         let (stdin_tx, stdin_rx) = mpsc::channel::<Bytes>(1024);
-        let proc = Arc::new(Proc::new(stdin_tx));
+        let proc = Arc::new(Proc::new(stdin_tx, &self.inner.detached));
         let io_done = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
         if let Some(stdin) = child.stdin.take() {
@@ -287,6 +287,10 @@ async fn kill_group(pid: u32, name: &str, grace: Duration) {
         return; // group already empty
     }
     debug!(server = %name, pid, "terminating what is left of the child's process group");
+    // Polled, on purpose: the kernel has no event for a process group becoming empty (the
+    // members are not our children, so no wait or SIGCHLD sees them, and a pidfd covers one
+    // process, not a group). Bounded: one `kill(-pgid, 0)` every 20 ms for at most `grace`,
+    // then SIGKILL.
     let until = Instant::now() + grace;
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
