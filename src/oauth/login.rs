@@ -513,9 +513,10 @@ pub async fn authorize(
         "mcp-bridge: to log in to {}, open this URL in a browser:\n\n  {url}\n",
         meta.issuer
     );
-    if !settings.no_browser {
-        open_browser(url.as_str(), settings.timeout);
-    }
+    // Held for the login (no task of its own); see `open_browser`.
+    let _browser = (!settings.no_browser)
+        .then(|| open_browser(url.as_str()))
+        .flatten();
     let (tx, mut rx) = mpsc::channel::<Callback>(1);
     let serve = serve_callback(listener, state.secret().clone(), tx);
     let code = tokio::select! {
@@ -547,8 +548,10 @@ pub async fn authorize(
 }
 
 /// `$BROWSER URL` (its first entry when it lists several), else `xdg-open URL`; the child's
-/// stdout goes nowhere (ours is the host's), and it is reaped in the background, bounded.
-fn open_browser(url: &str, limit: Duration) {
+/// stdout goes nowhere (ours is the host's). The login holds the child while it waits for the
+/// callback; dropped, it is not killed (a browser started directly may be the user's
+/// window) and tokio reaps it once it exits, so no task is spawned to wait for it.
+fn open_browser(url: &str) -> Option<tokio::process::Child> {
     let prog = std::env::var("BROWSER")
         .ok()
         .and_then(|b| b.split(':').next().map(str::to_owned))
@@ -559,15 +562,13 @@ fn open_browser(url: &str, limit: Duration) {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
         .spawn();
     match child {
-        Ok(mut c) => {
-            tokio::spawn(async move {
-                let _ = tokio::time::timeout(limit, c.wait()).await;
-            });
+        Ok(c) => Some(c),
+        Err(e) => {
+            warn!("could not start the browser ({prog}): {e}; open the URL yourself");
+            None
         }
-        Err(e) => warn!("could not start the browser ({prog}): {e}; open the URL yourself"),
     }
 }
 
