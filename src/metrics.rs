@@ -447,6 +447,11 @@ impl Metrics {
         self.shutting_down.store(true, Ordering::Relaxed);
     }
 
+    /// Is the process shutting down (a cancellation now is the bridge's, not a client's)?
+    pub fn is_shutting_down(&self) -> bool {
+        self.shutting_down.load(Ordering::Relaxed)
+    }
+
     pub fn http_duration(&self, route: &'static str, method: &str, secs: f64) {
         self.http_duration
             .with_label_values(&[route, http_method_label(method)])

@@ -36,6 +36,11 @@
 //!    from what the upstream said (its `InitializeResult` or its `server/discover` result) at
 //!    the version the bridge negotiated with the caller, whatever the upstream: the bridge
 //!    owns the caller's session, and a caller of one bridge sees one shape.
+//! 7. **A call the bridge stops for its own shutdown** ([`stopped_answer`]) gets one answer,
+//!    `-32000` "the bridge is shutting down", whatever the caller's era and whatever the
+//!    face: the caller did not cancel it, so the 2025 rule "a cancelled request gets no
+//!    response" does not apply. A call its caller cancelled gets none. (Both faces once let a
+//!    2025 call, and connect every call, end without a word at shutdown.)
 
 pub mod caller;
 
@@ -199,6 +204,18 @@ pub fn unroutable_reply(method: &str, why: &str) -> Result<Box<RawValue>, Box<Ra
         &format!("mcp-bridge cannot deliver {method} to a client: {why}"),
         None,
     )))
+}
+
+/// Rule 7: what a call stopped early is answered with — by the bridge's shutdown: the one
+/// answer it is owed; by its caller's cancellation: nothing. Also the cancel reason the
+/// upstream is told.
+pub fn stopped_answer(by_shutdown: bool) -> (Option<crate::call::Outcome>, &'static str) {
+    if by_shutdown {
+        let o = crate::call::Outcome::Failed(BridgeError::ShuttingDown);
+        (Some(o), "shutdown")
+    } else {
+        (None, "client cancelled")
+    }
 }
 
 /// A 2026 caller's `server/discover` on a 2025 upstream, answered by the bridge from what the

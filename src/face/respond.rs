@@ -396,8 +396,15 @@ impl Responder {
                     let frame = crate::era::notifications::completion(&self.orig_id);
                     return Some(Next::Final(StatusCode::OK, frame));
                 }
+                Step::Cancelled if self.metrics.is_shutting_down() => {
+                    // `crate::core`, rule 7: the bridge's own shutdown, not the client,
+                    // cancelled it: its one answer, 2025 callers' too.
+                    let (o, why) = crate::core::stopped_answer(true);
+                    hh.set_cancel_reason(why);
+                    o?
+                }
                 Step::Cancelled if self.client_era == Era::Legacy && self.accept_sse => {
-                    // 2025: a cancelled request gets no response.
+                    // 2025: a request the client cancelled gets no response.
                     let _ = self.cancelled_outcome(hh);
                     return None;
                 }

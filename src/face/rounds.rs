@@ -206,6 +206,11 @@ impl Driver {
     async fn drive(mut self) {
         let params = self.params.take();
         let o = rounds::drive(&self, &self.method, params.as_deref(), &self.ctx).await;
+        // Stopped while the client was being asked: rule 7 of `crate::core` as well.
+        let o = o.or_else(|| {
+            let shutting_down = self.cancel.is_cancelled() && self.app.metrics.is_shutting_down();
+            crate::core::stopped_answer(shutting_down).0
+        });
         if let Some(o) = o {
             self.finish(o).await;
         }
@@ -235,8 +240,11 @@ impl Driver {
                         self.app.cfg.call_timeout.as_millis() as u64)));
                 }
                 _ = self.cancel.cancelled() => {
-                    h.set_cancel_reason("client cancelled");
-                    return None; // 2025: a cancelled request gets no response
+                    // `crate::core`, rule 7: the client cancelled it (no response, 2025) or
+                    // the bridge is shutting down (its one answer).
+                    let (o, why) = crate::core::stopped_answer(self.app.metrics.is_shutting_down());
+                    h.set_cancel_reason(why);
+                    return o;
                 }
             }
         }

@@ -32,6 +32,9 @@ impl Face {
     pub(super) async fn run_call(self: Arc<Self>, t: Tracked, id: String, call: Call, stop: Stop) {
         let outcome = self.drive(&id, call, &stop).await;
         self.inflight.remove(&id);
+        // `crate::core`, rule 7: stopped by the bridge's own shutdown, the host still gets
+        // its one answer; a call the host cancelled gets none.
+        let outcome = outcome.or_else(|| crate::core::stopped_answer(stop.why() == "shutdown").0);
         if let Some(o) = outcome {
             self.reply(t, &id, o).await;
         }
