@@ -78,11 +78,16 @@ pub struct LoginSettings {
 
 type Oauth = BasicClient<EndpointSet, EndpointNotSet, EndpointNotSet, EndpointNotSet, EndpointSet>;
 
-/// A stable port for `server` in 49152..=65000 (the dynamic range, minus its top).
+/// A stable port for `server` in 61000..=65000: the top of the dynamic range, above Linux's
+/// default ephemeral range (32768–60999), so that an outgoing connection of this or any
+/// process does not hold the port a stored registration's redirect URI names (the login
+/// would then fall back to a free port and register again).
 pub fn derived_port(server: &str) -> u16 {
     use sha2::Digest;
+    const LOW: u16 = 61000;
+    const HIGH: u16 = 65000;
     let d = sha2::Sha256::digest(server.as_bytes());
-    49152 + (u16::from_be_bytes([d[0], d[1]]) % (65000 - 49152 + 1))
+    LOW + (u16::from_be_bytes([d[0], d[1]]) % (HIGH - LOW + 1))
 }
 
 /// Bind the callback listener: `port` if given (an error if taken), else the derived port,
@@ -682,7 +687,7 @@ mod tests {
     fn derived_ports_are_stable_and_high() {
         let a = derived_port("https://a.example/mcp");
         assert_eq!(a, derived_port("https://a.example/mcp"));
-        assert!((49152..=65000).contains(&a));
+        assert!((61000..=65000).contains(&a));
         assert_ne!(a, derived_port("https://b.example/mcp"));
     }
 
