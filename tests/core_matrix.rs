@@ -271,6 +271,19 @@ async fn row(face: Face, up: Up, modern: bool) {
     }
 }
 
+/// For a 2025 remote, the `serve --upstream` in front of `far` (with a metrics listener when
+/// it is the bridge in front of an HTTP caller); None for the other upstreams.
+async fn near_bridge(face: Face, up: Up, far: &Bridge) -> Option<Bridge> {
+    if up != Up::Remote2025 {
+        return None;
+    }
+    let mut a = vec!["--port", "0", "--upstream", &far.url, "--protocol", LEGACY];
+    if face == Face::Serve {
+        a.extend_from_slice(&["--metrics-listen", "127.0.0.1:0"]);
+    }
+    Some(Bridge::serve(&a).await)
+}
+
 /// Rule 4: a 2026 caller's listen on a 2025 upstream is acknowledged once what the upstream
 /// sends can reach it: a change right after the acknowledgement arrives.
 async fn listen_row(face: Face, up: Up) {
@@ -283,16 +296,7 @@ async fn listen_row(face: Face, up: Up) {
         demo.extend_from_slice(&M);
     }
     let far = Bridge::demo(&demo).await;
-    let near = match up {
-        Up::Remote2025 => {
-            let mut a = vec!["--port", "0", "--upstream", &far.url, "--protocol", LEGACY];
-            if face == Face::Serve {
-                a.extend_from_slice(&M);
-            }
-            Some(Bridge::serve(&a).await)
-        }
-        _ => None,
-    };
+    let near = near_bridge(face, up, &far).await;
     let url = near.as_ref().map_or(far.url.clone(), |n| n.url.clone());
     let listens = |text: &str| {
         metric_sum(
@@ -373,16 +377,7 @@ async fn dropped_row(face: Face, up: Up) {
     }
     child.extend_from_slice(&["--", "python3", s.as_str()]);
     let far = Bridge::serve(&child).await;
-    let near = match up {
-        Up::Remote2025 => {
-            let mut a = vec!["--port", "0", "--upstream", &far.url, "--protocol", LEGACY];
-            if face == Face::Serve {
-                a.extend_from_slice(&M);
-            }
-            Some(Bridge::serve(&a).await)
-        }
-        _ => None,
-    };
+    let near = near_bridge(face, up, &far).await;
     let url = near.as_ref().map_or(far.url.clone(), |n| n.url.clone());
     let complete = |m: &Value| m["method"] == "notifications/elicitation/complete";
     let dropped = |text: &str| {
