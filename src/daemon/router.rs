@@ -98,10 +98,13 @@ impl ServerRt {
     ) -> Result<Arc<ServerRt>, String> {
         let tracker = TaskTracker::new();
         let children = CancellationToken::new();
+        // The server's upstream is started here, by its owner; the face only holds it.
+        let launched =
+            crate::upstream::launch(&spec.name, spec.upstream(), &metrics, &children, &tracker)?;
         let app = App::start(
             &spec.name,
             cfg,
-            spec.upstream(),
+            launched,
             metrics,
             CancellationToken::new(),
             children,

@@ -71,19 +71,18 @@ pub struct App {
 }
 
 impl App {
-    /// An app for one server: spawns its shared child on `tracker`; the child stops when
-    /// `children` is cancelled. Fails (with a message for the operator) when the upstream
-    /// cannot be set up.
+    /// The face of one server in front of `launched` (started by whoever owns the server:
+    /// the face only holds it; its children stop when `children` is cancelled). Fails (with
+    /// a message for the operator) when the configuration cannot hold.
     pub fn start(
         name: &str,
         cfg: HttpConfig,
-        upstream: crate::upstream::UpstreamSpec,
+        launched: crate::upstream::Launched,
         metrics: Arc<Metrics>,
         stopping: CancellationToken,
         children: CancellationToken,
         tracker: TaskTracker,
     ) -> Result<Arc<App>, String> {
-        let launched = crate::upstream::launch(name, upstream, &metrics, &children, &tracker)?;
         // A pool pins each 2025 session to one child; `isolation = session` gives it its own.
         let spawn_for_session = match (cfg.isolation_session, launched.spawn_for_session) {
             (false, _) => launched.pin_for_session,
