@@ -41,6 +41,12 @@
 //!    face: the caller did not cancel it, so the 2025 rule "a cancelled request gets no
 //!    response" does not apply. A call its caller cancelled gets none. (Both faces once let a
 //!    2025 call, and connect every call, end without a word at shutdown.)
+//! 8. **A 2025 caller's session-wide requests on a 2026 upstream** ([`kept_by_bridge`]):
+//!    a 2026 server has no session to set a level or subscriptions on, so the bridge keeps
+//!    them — `logging/setLevel` (its level then travels as `_meta` logLevel on the caller's
+//!    later requests) and `resources/subscribe`/`unsubscribe` (the URIs of the listen the
+//!    bridge holds for the caller, answered once that listen has the change, within
+//!    [`LISTEN_SETUP`]). Serve and connect each had a copy, with different bounds.
 
 pub mod caller;
 
@@ -215,6 +221,48 @@ pub fn stopped_answer(by_shutdown: bool) -> (Option<crate::call::Outcome>, &'sta
         (Some(o), "shutdown")
     } else {
         (None, "client cancelled")
+    }
+}
+
+/// Rule 8: the answer to a 2025 caller's `logging/setLevel`, `resources/subscribe` or
+/// `resources/unsubscribe` on a 2026 upstream, kept by the bridge (the level is kept by the
+/// face as it reads the request, `core::caller::Caller::set_log_level`; `subs` is the
+/// caller's subscription set, the filter of the listen held for it). None for every other
+/// request, and for a 2025 upstream (which answers them itself).
+pub async fn kept_by_bridge(
+    upstream_era: Option<Era>,
+    method: &str,
+    params: Option<&RawValue>,
+    subs: &crate::era::held::Subscriptions,
+) -> Option<crate::call::Outcome> {
+    use crate::call::Outcome;
+    let on = match method {
+        "logging/setLevel" => None,
+        "resources/subscribe" => Some(true),
+        "resources/unsubscribe" => Some(false),
+        _ => return None,
+    };
+    if upstream_era != Some(Era::Modern) {
+        return None;
+    }
+    let done = Some(Outcome::Result(jsonrpc::raw("{}")));
+    let Some(on) = on else { return done };
+    let refused = |message: String| {
+        Some(Outcome::Failed(BridgeError::Refused {
+            code: jsonrpc::code::INVALID_PARAMS,
+            message,
+        }))
+    };
+    let uri = params
+        .and_then(Fields::parse)
+        .and_then(|f| f.get("uri").map(ToOwned::to_owned))
+        .and_then(|u| serde_json::from_str::<String>(u.get()).ok());
+    let Some(uri) = uri else {
+        return refused("params.uri is required".into());
+    };
+    match subs.set(&uri, on, LISTEN_SETUP).await {
+        Ok(_) => done,
+        Err(e) => refused(e.to_string()),
     }
 }
 

@@ -64,6 +64,25 @@ pub fn rpc_error(
     r
 }
 
+/// A JSON answer (200) for an outcome the bridge made itself under request id `id`: a
+/// result, or its own error (marked as [`rpc_error`] marks it, so that it is counted as the
+/// bridge's).
+pub fn outcome_json(id: &str, o: crate::call::Outcome) -> Response<Body> {
+    use crate::call::Outcome;
+    match o {
+        Outcome::Result(r) => json(StatusCode::OK, jsonrpc::result(id, r.get())),
+        Outcome::Error(e) => json(StatusCode::OK, jsonrpc::error_raw(Some(id), e.get())),
+        Outcome::Failed(be) => {
+            let mut r = json(
+                StatusCode::OK,
+                jsonrpc::error_raw(Some(id), &be.error_object()),
+            );
+            r.extensions_mut().insert(BridgeRpcError(be.code()));
+            r
+        }
+    }
+}
+
 /// Set on a response made by [`rpc_error`]: the JSON-RPC error code it carries (counted by
 /// `observe::answered` as the bridge's own error).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

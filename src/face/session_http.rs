@@ -261,8 +261,10 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
         s.caller.set_log_level(level);
     }
     if child_era == Era::Modern {
-        if let Some(r) = kept_by_bridge(s, pc, rid, method).await {
-            return r;
+        // `crate::core`, rule 8.
+        let kept = crate::core::kept_by_bridge(Some(child_era), method, pc.env.params, &s.subs);
+        if let Some(o) = kept.await {
+            return respond::outcome_json(rid, o);
         }
     }
     let ctx = CallCtx {
@@ -302,39 +304,6 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
     let call = CallRequest::new(&upstream, method, params, ctx, cancel).in_session(s.clone(), done);
     app.run_call(pc, call).await
 }
-
-/// What a 2025 session asks of a 2026 child that the bridge keeps itself: the log level
-/// (it travels as `_meta` logLevel on the session's later requests) and resource
-/// subscriptions (the session's GET stream holds a listen on the child with these URIs,
-/// `era::held`; answered once the re-opened listen is acknowledged, bounded). None for every
-/// other request.
-async fn kept_by_bridge(
-    s: &Session,
-    pc: &PostCtx<'_>,
-    rid: &str,
-    method: &str,
-) -> Option<Response<Body>> {
-    let refuse = |msg: &str| rpc_error(StatusCode::OK, Some(rid), code::INVALID_PARAMS, msg, None);
-    match method {
-        "logging/setLevel" => Some(respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"))),
-        "resources/subscribe" | "resources/unsubscribe" => {
-            let Some(uri) = jsonrpc_field(pc.env.params, "uri")
-                .and_then(|u| serde_json::from_str::<String>(&u).ok())
-            else {
-                return Some(refuse("params.uri is required"));
-            };
-            let on = method == "resources/subscribe";
-            if let Err(e) = s.subs.set(&uri, on, HELD_SETTLE).await {
-                return Some(refuse(&e.to_string()));
-            }
-            Some(respond::json(StatusCode::OK, jsonrpc::result(rid, "{}")))
-        }
-        _ => None,
-    }
-}
-
-/// The longest a `resources/subscribe` waits for the re-opened held listen.
-const HELD_SETTLE: Duration = Duration::from_secs(5);
 
 /// A top-level params field as raw JSON text.
 fn jsonrpc_field(params: Option<&RawValue>, key: &str) -> Option<String> {

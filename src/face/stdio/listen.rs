@@ -7,11 +7,11 @@ use std::sync::Arc;
 
 use tracing::{debug, info, warn};
 
-use super::{lock, refused, Face, Listener, Stop, Who, LISTEN_SETUP};
+use super::{lock, Face, Listener, Stop, Who, LISTEN_SETUP};
 use crate::call::{cancel_cause, Call, CallCtx, Outcome, RELEASED_BY_BRIDGE};
 use crate::era::held::HeldListen;
 use crate::era::notifications::{acknowledgement, completion_result, Honoured};
-use crate::jsonrpc::{self, code, Fields};
+use crate::jsonrpc::{self, Fields};
 use crate::protocol::Era;
 
 impl Face {
@@ -118,35 +118,17 @@ impl Face {
 
     /// A 2025 host's request the bridge answers itself for a 2026 remote (None: send it on).
     pub(super) async fn legacy_host_local(self: &Arc<Self>, call: &Call) -> Option<Outcome> {
-        let subscribe = match call.method.as_str() {
-            "logging/setLevel" => None,
-            "resources/subscribe" => Some(true),
-            "resources/unsubscribe" => Some(false),
-            _ => return None,
-        };
-        if self.era().await != Some(Era::Modern) {
+        if call.method.starts_with("resources/") {
+            // Running first, so that the change is answered once the listen has it.
+            if self.era().await == Some(Era::Modern) {
+                self.ensure_held();
+            }
+        } else if call.method != "logging/setLevel" {
             return None;
         }
-        let empty = || Some(Outcome::Result(jsonrpc::raw("{}")));
-        let Some(on) = subscribe else {
-            // Kept in `handle_request`; it travels as `_meta` logLevel from now on.
-            return empty();
-        };
-        let Some(uri) = call
-            .params
-            .as_deref()
-            .and_then(Fields::parse)
-            .and_then(|f| f.get("uri").map(ToOwned::to_owned))
-            .and_then(|u| serde_json::from_str::<String>(u.get()).ok())
-        else {
-            return Some(refused(code::INVALID_PARAMS, "params.uri is required"));
-        };
-        // Running first, so that the change is answered once the listen has it (bounded).
-        self.ensure_held();
-        if let Err(e) = self.subs.set(&uri, on, LISTEN_SETUP).await {
-            return Some(refused(code::INVALID_PARAMS, &e.to_string()));
-        }
-        empty()
+        // `crate::core`, rule 8 (the level itself was kept in `handle_request`).
+        let era = self.era().await;
+        crate::core::kept_by_bridge(era, &call.method, call.params.as_deref(), &self.subs).await
     }
 
     /// Start the listen held for a 2025 host on a 2026 remote, once. False when it was
