@@ -266,6 +266,30 @@ pub async fn kept_by_bridge(
     }
 }
 
+/// A result as the caller's era reads it, the one translation every upstream applies (a
+/// child's route, a remote's exchange): a 2025 upstream's result gains `resultType` (and,
+/// where the method needs them, `ttlMs`/`cacheScope`) for a 2026 caller; a 2026 upstream's
+/// complete result loses them for a 2025 caller, and an `input_required` one is left as it
+/// is (the face turns it into requests to the 2025 caller, `era::rounds`).
+pub fn result_for(
+    method: &str,
+    upstream_era: Option<Era>,
+    caller_era: Era,
+    r: &RawValue,
+) -> crate::call::Outcome {
+    let translated = match (upstream_era, caller_era) {
+        (Some(Era::Legacy), Era::Modern) => protocol::legacy_result_to_modern(method, r),
+        (Some(Era::Modern), Era::Legacy) if !protocol::is_input_required(r) => {
+            protocol::modern_result_to_legacy(r)
+        }
+        _ => None,
+    };
+    crate::call::Outcome::Result(match translated {
+        Some(t) => jsonrpc::raw(&t),
+        None => r.to_owned(),
+    })
+}
+
 /// A 2026 caller's `server/discover` on a 2025 upstream, answered by the bridge from what the
 /// upstream said at `initialize` (`era::lifecycle`); None for a 2026 upstream, which answers
 /// it itself. Both faces answer it here, before any call starts.
@@ -284,6 +308,48 @@ pub fn initialize_result(info: &UpstreamInfo, version: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn text(o: crate::call::Outcome) -> serde_json::Value {
+        match o {
+            crate::call::Outcome::Result(r) => serde_json::from_str(r.get()).unwrap(),
+            _ => panic!("a result"),
+        }
+    }
+
+    #[test]
+    fn results_are_translated_for_the_callers_era_once() {
+        let legacy = jsonrpc::raw(r#"{"content":[]}"#);
+        let up = text(result_for(
+            "tools/call",
+            Some(Era::Legacy),
+            Era::Modern,
+            &legacy,
+        ));
+        assert_eq!(up["resultType"], "complete");
+        let same = text(result_for(
+            "tools/call",
+            Some(Era::Legacy),
+            Era::Legacy,
+            &legacy,
+        ));
+        assert!(same.get("resultType").is_none());
+        let modern = jsonrpc::raw(r#"{"resultType":"complete","content":[]}"#);
+        let down = text(result_for(
+            "tools/call",
+            Some(Era::Modern),
+            Era::Legacy,
+            &modern,
+        ));
+        assert!(down.get("resultType").is_none(), "{down}");
+        let asking = jsonrpc::raw(r#"{"resultType":"input_required","inputRequests":{}}"#);
+        let kept = text(result_for(
+            "tools/call",
+            Some(Era::Modern),
+            Era::Legacy,
+            &asking,
+        ));
+        assert_eq!(kept["resultType"], "input_required");
+    }
 
     #[test]
     fn strips_only_the_2026_envelope() {

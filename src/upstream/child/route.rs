@@ -20,7 +20,7 @@ use super::ChildUpstream;
 use crate::call::{CallEvent, EventSender, Outcome, UpstreamEvent};
 use crate::framing::{Line, LineDecoder};
 use crate::jsonrpc::{self, Envelope, Fields, Kind};
-use crate::protocol::{self, Era};
+use crate::protocol;
 
 impl ChildUpstream {
     pub(super) async fn read_stdout(&self, proc: Arc<Proc>, stdout: tokio::process::ChildStdout) {
@@ -118,17 +118,7 @@ impl ChildUpstream {
                         protocol::is_tool_error(r),
                     );
                 }
-                let translated = match (child_era, p.client_era) {
-                    (Some(Era::Legacy), Era::Modern) => {
-                        protocol::legacy_result_to_modern(&p.method, r)
-                    }
-                    (Some(Era::Modern), Era::Legacy) => protocol::modern_result_to_legacy(r),
-                    _ => None,
-                };
-                match translated {
-                    Some(s) => Outcome::Result(jsonrpc::raw(&s)),
-                    None => Outcome::Result(r.to_owned()),
-                }
+                crate::core::result_for(&p.method, child_era, p.client_era, r)
             }
             (None, Some(e)) => {
                 self.inner.metrics.rpc_error(

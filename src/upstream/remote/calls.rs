@@ -148,7 +148,12 @@ impl Remote {
                 None
             };
             let r: &RawValue = filtered.as_deref().unwrap_or(r);
-            return result_for(call.ctx.client_era, r);
+            return crate::core::result_for(
+                &call.method,
+                Some(Era::Modern),
+                call.ctx.client_era,
+                r,
+            );
         }
     }
 
@@ -244,12 +249,12 @@ impl Remote {
             if call.method == "tools/list" {
                 let _ = self.learn_tools(r, false);
             }
-            if modern_host {
-                if let Some(t) = protocol::legacy_result_to_modern(&call.method, r) {
-                    return Outcome::Result(jsonrpc::raw(&t));
-                }
-            }
-            return Outcome::Result(ToOwned::to_owned(r));
+            let caller = if modern_host {
+                Era::Modern
+            } else {
+                Era::Legacy
+            };
+            return crate::core::result_for(&call.method, Some(Era::Legacy), caller, r);
         }
     }
 
@@ -324,16 +329,4 @@ fn stamped_params(call: &Call) -> Option<Box<RawValue>> {
         .map(|(k, v)| (k.as_str(), &**v))
         .collect();
     jsonrpc::rewrite_request_params(call.params.as_deref(), None, &add).map(|p| jsonrpc::raw(&p))
-}
-
-/// A 2026 remote's result as the caller's era reads it. For a 2025 caller the 2026-only
-/// fields go (`resultType`, `ttlMs`, `cacheScope`), except on `input_required`, which is left
-/// as it is: the face turns it into requests to the 2025 host and retries with the answers.
-fn result_for(client_era: Era, r: &RawValue) -> Outcome {
-    if client_era == Era::Legacy && !protocol::is_input_required(r) {
-        if let Some(t) = protocol::modern_result_to_legacy(r) {
-            return Outcome::Result(jsonrpc::raw(&t));
-        }
-    }
-    Outcome::Result(ToOwned::to_owned(r))
 }
