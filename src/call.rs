@@ -545,11 +545,54 @@ impl CallControl for CancelOnDrop {
     }
 }
 
+/// What turns an upstream's outcome into the one its caller reads (set by the core).
+type Translate = Box<dyn FnOnce(Outcome) -> Outcome + Send>;
+
+/// The final answer of a call as its caller reads it: the upstream's outcome off the oneshot,
+/// translated on the way (when the core set a translation: the caller speaks another era than
+/// the upstream). Awaited like the oneshot it wraps.
+pub struct OutcomeRx {
+    rx: oneshot::Receiver<Outcome>,
+    translate: Option<Translate>,
+}
+
+impl OutcomeRx {
+    /// Translate the outcome with `f` when it arrives.
+    pub fn translate_with(&mut self, f: Translate) {
+        self.translate = Some(f);
+    }
+    fn deliver(&mut self, o: Outcome) -> Outcome {
+        match self.translate.take() {
+            Some(f) => f(o),
+            None => o,
+        }
+    }
+    /// The outcome if it is there already.
+    pub fn try_recv(&mut self) -> Result<Outcome, oneshot::error::TryRecvError> {
+        let o = self.rx.try_recv()?;
+        Ok(self.deliver(o))
+    }
+}
+
+impl std::future::Future for OutcomeRx {
+    type Output = Result<Outcome, oneshot::error::RecvError>;
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        match std::pin::Pin::new(&mut self.rx).poll(cx) {
+            std::task::Poll::Ready(Ok(o)) => std::task::Poll::Ready(Ok(self.deliver(o))),
+            std::task::Poll::Ready(Err(e)) => std::task::Poll::Ready(Err(e)),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
 /// A call in flight: interim events on a bounded queue, the final answer on a oneshot.
 /// Dropping it before the outcome cancels the call upstream.
 pub struct CallHandle {
     pub events: EventReceiver,
-    pub outcome: oneshot::Receiver<Outcome>,
+    pub outcome: OutcomeRx,
     control: Box<dyn CallControl>,
     /// Where answers to the requests the upstream makes during this call go, when that is
     /// not the upstream the call was made on (a pool: the one child that runs it).
@@ -564,7 +607,10 @@ impl CallHandle {
     ) -> Self {
         Self {
             events,
-            outcome,
+            outcome: OutcomeRx {
+                rx: outcome,
+                translate: None,
+            },
             control,
             via: None,
         }

@@ -105,9 +105,20 @@ pub async fn start(
             call.params = Some(jsonrpc::raw(&p));
         }
     }
+    // The result as the caller's era reads it, translated here on its way back (the
+    // upstream hands over what its peer said); only when the eras differ.
+    let translate = upstream_era
+        .filter(|e| *e != call.ctx.client_era)
+        .map(|ue| (ue, call.ctx.client_era, call.method.clone()));
     let mut h = up.call(call, wait).await?;
     if let Some(rank) = floor {
         h.events.drop_logs_below(rank);
+    }
+    if let Some((ue, caller, method)) = translate {
+        h.outcome.translate_with(Box::new(move |o| match o {
+            crate::call::Outcome::Result(r) => result_for(&method, Some(ue), caller, &r),
+            o => o,
+        }));
     }
     Ok(h)
 }

@@ -36,7 +36,6 @@ use crate::protocol::{self, Era};
 pub(super) struct Pending {
     pub(super) sinks: Option<CallSinks>,
     pub(super) method: Arc<str>,
-    pub(super) client_era: Era,
     pub(super) session: Option<Arc<str>>,
     pub(super) accepts_server_requests: bool,
     /// Rank of the lowest log level the caller wants, if it wants logs.
@@ -208,11 +207,6 @@ impl Proc {
             Pending {
                 sinks: Some(s),
                 method: Arc::from(call.method.as_str()),
-                client_era: if internal {
-                    child_era
-                } else {
-                    call.ctx.client_era
-                },
                 session: call.ctx.session.clone(),
                 accepts_server_requests: may_be_asked,
                 log_rank: call

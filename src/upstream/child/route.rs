@@ -108,7 +108,6 @@ impl ChildUpstream {
             return;
         };
         let Some(sinks) = p.sinks else { return };
-        let child_era = proc.info().map(|i| i.era);
         let outcome = match (env.result, env.error) {
             (Some(r), _) => {
                 if &*p.method == "tools/call" {
@@ -118,7 +117,8 @@ impl ChildUpstream {
                         protocol::is_tool_error(r),
                     );
                 }
-                crate::core::result_for(&p.method, child_era, p.client_era, r)
+                // As the child said it: the core translates it for the caller's era.
+                Outcome::Result(r.to_owned())
             }
             (None, Some(e)) => {
                 self.inner.metrics.rpc_error(

@@ -13,7 +13,7 @@ use super::probe::discover_from_init;
 use super::{Mode, Remote, Session};
 use crate::call::{Call, EventSender, Outcome};
 use crate::jsonrpc::{self, code, Envelope, Fields};
-use crate::protocol::{self, Era};
+use crate::protocol;
 
 impl Remote {
     /// Carry one call to the remote. Dropping the future cancels it there.
@@ -148,12 +148,8 @@ impl Remote {
                 None
             };
             let r: &RawValue = filtered.as_deref().unwrap_or(r);
-            return crate::core::result_for(
-                &call.method,
-                Some(Era::Modern),
-                call.ctx.client_era,
-                r,
-            );
+            // As the remote said it: the core translates it for the caller's era.
+            return Outcome::Result(ToOwned::to_owned(r));
         }
     }
 
@@ -163,7 +159,6 @@ impl Remote {
         events: &EventSender,
         version: &str,
     ) -> Outcome {
-        let modern_host = call.ctx.client_era == Era::Modern;
         let mut session_retry_left = true;
         let mut transport_retry_left = self.retry_safe(call);
         loop {
@@ -249,12 +244,8 @@ impl Remote {
             if call.method == "tools/list" {
                 let _ = self.learn_tools(r, false);
             }
-            let caller = if modern_host {
-                Era::Modern
-            } else {
-                Era::Legacy
-            };
-            return crate::core::result_for(&call.method, Some(Era::Legacy), caller, r);
+            // As the remote said it: the core translates it for the caller's era.
+            return Outcome::Result(ToOwned::to_owned(r));
         }
     }
 
