@@ -105,6 +105,23 @@ pub async fn start(
             call.params = Some(jsonrpc::raw(&p));
         }
     }
+    // A 2025 caller's envelope (what it said at `initialize`, as the 2026 `_meta` keys, and
+    // its log level) on each of its calls to a 2026 upstream, stamped here, once for every
+    // upstream (`core::caller::Caller::call_meta` builds it).
+    if call.ctx.client_era == Era::Legacy
+        && upstream_era == Some(Era::Modern)
+        && !call.ctx.stamp_meta.is_empty()
+    {
+        let add: Vec<(&str, &RawValue)> = call
+            .ctx
+            .stamp_meta
+            .iter()
+            .map(|(k, v)| (k.as_str(), &**v))
+            .collect();
+        if let Some(p) = jsonrpc::rewrite_request_params(call.params.as_deref(), None, &add) {
+            call.params = Some(jsonrpc::raw(&p));
+        }
+    }
     // The result as the caller's era reads it, translated here on its way back (the
     // upstream hands over what its peer said); only when the eras differ.
     let translate = upstream_era

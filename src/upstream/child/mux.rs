@@ -162,8 +162,8 @@ impl Proc {
     }
 
     /// Start `call` on this `child_era` child under the minted `id`, which is also its
-    /// progress token. A 2026 child gets the caller's session `_meta` stamped on, except on
-    /// the bridge's own (`internal`) calls. Dropping the handle cancels the call, counted in
+    /// progress token (a 2025 caller's `_meta` envelope is the core's to stamp, before the
+    /// call gets here). Dropping the handle cancels the call, counted in
     /// `metrics` by its reason. A call that may be asked, on a 2025 child, is refused as
     /// `AttributionBusy` while another caller's may be (see the module comment).
     pub(super) fn start(
@@ -175,17 +175,8 @@ impl Proc {
         metrics: &Arc<Metrics>,
     ) -> Result<CallHandle, BridgeError> {
         let id_s = id.to_string();
-        let stamp: Vec<(&str, &RawValue)> = if child_era == Era::Modern && !internal {
-            call.ctx
-                .stamp_meta
-                .iter()
-                .map(|(k, v)| (k.as_str(), &**v))
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let rewritten =
-            jsonrpc::rewrite_request_params(call.params.as_deref(), Some(&id_s), &stamp);
+        // A 2025 caller's envelope was stamped on by the core (`core::start`).
+        let rewritten = jsonrpc::rewrite_request_params(call.params.as_deref(), Some(&id_s), &[]);
         let params = rewritten
             .as_deref()
             .or(call.params.as_deref().map(RawValue::get));

@@ -79,10 +79,8 @@ impl Remote {
         call: &Call,
         events: &EventSender,
     ) -> Outcome {
-        // A 2025 host's `logging/setLevel` never gets here: the stdio face keeps the level and
-        // stamps it on the host's later requests as `_meta` logLevel.
-        let stamped = stamped_params(call);
-        let params = stamped.as_deref().or(call.params.as_deref());
+        // A 2025 caller's envelope and level were stamped on by the core (`core::start`).
+        let params = call.params.as_deref();
         let version = jsonrpc::meta_field(params, protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .unwrap_or_else(|| protocol::MODERN.to_owned());
@@ -305,19 +303,4 @@ impl Remote {
             debug!("notifications/cancelled not delivered: {}", f.reason());
         }
     }
-}
-
-/// A call's params with the `_meta` entries its context stamps on a 2026 request (None:
-/// nothing to add, the params go as they are).
-fn stamped_params(call: &Call) -> Option<Box<RawValue>> {
-    if call.ctx.stamp_meta.is_empty() {
-        return None;
-    }
-    let add: Vec<(&str, &RawValue)> = call
-        .ctx
-        .stamp_meta
-        .iter()
-        .map(|(k, v)| (k.as_str(), &**v))
-        .collect();
-    jsonrpc::rewrite_request_params(call.params.as_deref(), None, &add).map(|p| jsonrpc::raw(&p))
 }
