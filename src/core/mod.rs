@@ -3,6 +3,10 @@
 //! child, a pool, a remote). A face decodes its transport's frames into a [`Call`] and starts
 //! it with [`start`]; the rules below are applied here, between the face and the
 //! [`Upstream`](crate::call::Upstream) seam, so that no face and no upstream keeps a copy.
+//! On the way in, [`start`] also stamps a 2025 caller's envelope on its calls to a 2026
+//! upstream; on the way back, it has the call's outcome translated into the caller's era
+//! ([`result_for`], through the handle's `OutcomeRx`). An upstream hands over what its peer
+//! said and never reads the caller's era.
 //!
 //! Each rule was once written in more than one place, and the copies disagreed; the matrix
 //! test (`tests/core_matrix.rs`) runs each through {serve, connect} × {2025 child, 2026
