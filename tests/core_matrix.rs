@@ -93,6 +93,17 @@ struct Got {
     logs: Vec<Value>,
 }
 
+impl Got {
+    /// An HTTP reply's final message and the log messages before it.
+    fn of(r: &Reply) -> Got {
+        let logs = r.notifications("notifications/message");
+        Got {
+            fin: r.last().clone(),
+            logs: logs.into_iter().cloned().collect(),
+        }
+    }
+}
+
 impl Caller {
     async fn open(face: Face, up: Up, modern: bool, url: &str) -> (Caller, Option<Value>) {
         match (face, modern) {
@@ -135,29 +146,9 @@ impl Caller {
         match self {
             Caller::Modern { c, url } => {
                 let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": modern_params()});
-                let r = post_modern(c, url, &body).await;
-                let logs = r
-                    .notifications("notifications/message")
-                    .into_iter()
-                    .cloned()
-                    .collect();
-                Got {
-                    fin: r.last().clone(),
-                    logs,
-                }
+                Got::of(&post_modern(c, url, &body).await)
             }
-            Caller::Session(s) => {
-                let r = s.request(json!(id), method, params).await;
-                let logs = r
-                    .notifications("notifications/message")
-                    .into_iter()
-                    .cloned()
-                    .collect();
-                Got {
-                    fin: r.last().clone(),
-                    logs,
-                }
-            }
+            Caller::Session(s) => Got::of(&s.request(json!(id), method, params).await),
             Caller::Host { h, modern } => {
                 let p = if *modern { modern_params() } else { params };
                 h.request(json!(id), method, p);
