@@ -5,7 +5,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::upstream::remote::RemoteConfig;
-use crate::upstream::remote_upstream::RemoteUpstream;
+use crate::upstream::remote_upstream::{self, RemoteUpstream};
 
 /// The runtime every subcommand runs on: tokio's multi-threaded runtime, and one check at the
 /// end of each `block_on` that nothing the subcommand spawned outlives it.
@@ -123,8 +123,19 @@ pub async fn run_connect(
     tracing::info!("connect: forwarding stdio to {origin}");
     // The host's `initialize` params: kept by the face, read by the remote's 2025 session.
     let hello = std::sync::Arc::new(crate::core::Hello::default());
-    let upstream =
-        RemoteUpstream::start_for_host(&server, cfg, hello.clone(), &metrics, &stop, &tracker)?;
+    // The remote's session is the host's: what it asks on its GET stream goes to the host,
+    // held back while the host reads slowly.
+    let inbox = crate::core::inbox::Inbox::owned_by(remote_upstream::HOST_SESSION)
+        .holding_back(remote_upstream::HOST_ROOM_WAIT);
+    let upstream = RemoteUpstream::start(
+        &server,
+        cfg,
+        Some(hello.clone()),
+        inbox,
+        &metrics,
+        &stop,
+        &tracker,
+    )?;
     let metrics_task = metrics_listener.map(|l| {
         let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!("metrics on http://{at}/metrics");

@@ -53,6 +53,7 @@
 //!    [`LISTEN_SETUP`]). Serve and connect each had a copy, with different bounds.
 
 pub mod caller;
+pub mod inbox;
 
 use std::time::Duration;
 

@@ -99,7 +99,11 @@ pub fn launch(
             })
         }
         UpstreamSpec::Remote(cfg) => {
-            let shared = remote_upstream::RemoteUpstream::start(name, cfg, metrics, stop, tracker)?;
+            // Many callers share the remote: its GET stream's requests belong to none of them.
+            let inbox = crate::core::inbox::Inbox::shared();
+            let shared = remote_upstream::RemoteUpstream::start(
+                name, cfg, None, inbox, metrics, stop, tracker,
+            )?;
             Ok(Launched {
                 shared,
                 spawn_for_session: None,

@@ -11,13 +11,12 @@
 //! its HTTP answers, transport failures, JSON-RPC errors and tool results; this adapter counts
 //! cancellations and `upstream_up`.
 //!
-//! Two roles, because what the adapter may do on its own depends on how many callers stand in
-//! front of it: a remote shared by a face's many callers (`start`: probed at start-up for
-//! readiness, requests on its 2025 GET stream refused since no caller can be told apart, the
-//! tool list re-read on a change) or the one host of `connect` (`start_for_host`: probed on
-//! first use, so that a 2025 remote's session is opened with the host's `initialize`; GET
-//! stream requests go to that host as `UpstreamEvent::ServerRequest`; the host re-lists tools
-//! itself).
+//! The upstream does not know who stands in front of it. What its 2025 peer sends outside any
+//! call (the GET stream) goes to the [`Inbox`] it is built with, which the core decides
+//! (`crate::core::inbox`: broadcast to many callers, or held for the one caller that owns the
+//! session). When the peer's session is to be opened with a caller's own `initialize` (a
+//! [`Hello`] is given), the era probe waits for that caller's first call; otherwise the
+//! remote is probed at start-up, so that `/readyz` and the era are known before any call.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -26,47 +25,36 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use tokio::sync::{broadcast, Notify, OnceCell};
+use tokio::sync::{broadcast, OnceCell};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use crate::call::{
     sinks, Call, CallEvent, CallHandle, Cancel, CancelOnDrop, EventReceiver, Outcome,
     SharedUpstream, Upstream, UpstreamEvent, UpstreamInfo,
 };
+use crate::core::inbox::Inbox;
+use crate::core::Hello;
 use crate::error::BridgeError;
 use crate::jsonrpc::{self, Envelope};
 use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
 use crate::upstream::remote::{Remote, RemoteConfig};
 
-/// How many callers stand in front of the remote (see the module comment).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
-    Shared,
-    OneHost,
-}
-
-/// The session name under which the one host's GET-stream requests are published.
+/// The caller name under which the one host's GET-stream requests are published.
 pub const HOST_SESSION: &str = "host";
 
-/// Capacity of the queue of traffic that belongs to no call (per subscriber).
-const EVENTS: usize = 256;
-/// How long one host's upstream waits for the host to make room in that queue before a
+/// How long one host's upstream waits for the host to make room in its queue before a
 /// request of the remote is refused (and a notification lost).
-const HOST_ROOM_WAIT: Duration = Duration::from_secs(10);
+pub const HOST_ROOM_WAIT: Duration = Duration::from_secs(10);
 
 /// A remote server behind a face. Cheap to share (`Arc`).
 pub struct RemoteUpstream {
     name: Arc<str>,
-    role: Role,
     remote: Arc<Remote>,
-    events: broadcast::Sender<UpstreamEvent>,
-    /// Woken each time a frame this upstream queued in `events` is let go by every
-    /// subscriber (see [`Freed`]): one host's upstream waits on it for room in the queue.
-    freed: Arc<Notify>,
+    inbox: Inbox,
     info: OnceCell<UpstreamInfo>,
     ready: AtomicBool,
     /// Bridge-side call numbers (the remote mints its own JSON-RPC ids per exchange).
@@ -80,54 +68,28 @@ pub struct RemoteUpstream {
 }
 
 impl RemoteUpstream {
-    /// Build the client for `cfg` and start probing the remote on `tracker`; at `stop` the
-    /// remote's 2025 session is ended (DELETE).
+    /// Build the client for `cfg` and start it on `tracker`; at `stop` the remote's 2025
+    /// session is ended (DELETE). With a `hello`, the remote is probed on first use and a 2025
+    /// remote's session is opened with the `initialize` the caller keeps there; without one,
+    /// it is probed at once (retrying with backoff) with the bridge's own.
     pub fn start(
         name: &str,
         cfg: RemoteConfig,
-        metrics: &Arc<Metrics>,
-        stop: &CancellationToken,
-        tracker: &TaskTracker,
-    ) -> Result<SharedUpstream, String> {
-        let hello = Arc::default();
-        Self::launch(Role::Shared, name, cfg, hello, metrics, stop, tracker)
-    }
-
-    /// As [`RemoteUpstream::start`], for the one host of `connect`: no probe until the host's
-    /// first message (a 2025 remote's session is opened with the host's `initialize`, which
-    /// the face keeps in `hello`), and requests on the remote's GET stream are published for
-    /// that host.
-    pub fn start_for_host(
-        name: &str,
-        cfg: RemoteConfig,
-        hello: Arc<crate::core::Hello>,
-        metrics: &Arc<Metrics>,
-        stop: &CancellationToken,
-        tracker: &TaskTracker,
-    ) -> Result<SharedUpstream, String> {
-        Self::launch(Role::OneHost, name, cfg, hello, metrics, stop, tracker)
-    }
-
-    fn launch(
-        role: Role,
-        name: &str,
-        cfg: RemoteConfig,
-        hello: Arc<crate::core::Hello>,
+        hello: Option<Arc<Hello>>,
+        inbox: Inbox,
         metrics: &Arc<Metrics>,
         stop: &CancellationToken,
         tracker: &TaskTracker,
     ) -> Result<SharedUpstream, String> {
         let (etx, erx) = crate::call::event_queue(256);
         let url = cfg.url.to_string();
-        let remote = Remote::new(cfg, etx, metrics.clone(), name, hello)?;
+        let probe_now = hello.is_none();
+        let remote = Remote::new(cfg, etx, metrics.clone(), name, hello.unwrap_or_default())?;
         metrics.register_server(name);
-        let (events, _) = broadcast::channel(EVENTS);
         let me = Arc::new(RemoteUpstream {
             name: Arc::from(name),
-            role,
             remote,
-            events,
-            freed: Arc::new(Notify::new()),
+            inbox: inbox.counted(metrics, name),
             info: OnceCell::new(),
             ready: AtomicBool::new(false),
             next_id: AtomicU64::new(1),
@@ -140,7 +102,7 @@ impl RemoteUpstream {
         tracker.spawn(me.clone().pump(erx));
         let m = me.clone();
         tracker.spawn(async move {
-            if role == Role::Shared {
+            if probe_now {
                 tokio::select! {
                     _ = m.stop.cancelled() => {}
                     _ = m.probe_until_known() => {}
@@ -201,54 +163,16 @@ impl RemoteUpstream {
         Ok(info.clone())
     }
 
-    /// The one host's calls do not need `server/discover`: a 2026 remote (pinned with
-    /// `--protocol`) that answers it with an error or an HTTP status still takes them, as it
-    /// always did; a 2025 host's `initialize` is then built from nothing.
+    /// Calls do not need `server/discover`: a 2026 remote (pinned with `--protocol`) that
+    /// answers it with an error or an HTTP status still takes them; a 2025 caller's
+    /// `initialize` is then built from nothing.
     fn discover_refused(&self, o: &Outcome) -> bool {
         let answered = match o {
             Outcome::Error(_) => true,
             Outcome::Failed(BridgeError::Remote { reason, .. }) => *reason == "http_status",
             _ => false,
         };
-        answered && self.role == Role::OneHost && self.remote.known_era() == Some(Era::Modern)
-    }
-
-    /// Traffic from the remote's 2025 GET stream: notifications go to the face's listeners;
-    /// requests cannot be attributed to one caller of a shared remote, so they are refused.
-    /// One host's upstream (connect): wait, bounded by `HOST_ROOM_WAIT`, until the slowest
-    /// subscriber has room in the event queue, so a host that reads slowly holds the remote's
-    /// GET stream back instead of losing its traffic. False when there is still no room.
-    /// A shared upstream never waits (its subscribers are per-session streams).
-    async fn room_for_host(&self) -> bool {
-        if self.role != Role::OneHost {
-            return true;
-        }
-        let until = tokio::time::Instant::now() + HOST_ROOM_WAIT;
-        loop {
-            // Registered before looking, so that a frame freed in between is not missed.
-            let freed = self.freed.notified();
-            tokio::pin!(freed);
-            freed.as_mut().enable();
-            if self.events.len() + 1 < EVENTS {
-                return true;
-            }
-            if tokio::time::timeout_at(until, freed).await.is_err() {
-                return self.events.len() + 1 < EVENTS;
-            }
-        }
-    }
-
-    /// `frame` as queued for the one host: its bytes wake `room_for_host` when the last
-    /// copy goes, i.e. once every subscriber has taken it from the queue (tokio's broadcast
-    /// drops a value when its last receiver has read it) and is done with it.
-    fn queued(&self, frame: Bytes) -> Bytes {
-        if self.role != Role::OneHost {
-            return frame;
-        }
-        Bytes::from_owner(Freed {
-            frame,
-            freed: self.freed.clone(),
-        })
+        answered && self.remote.known_era() == Some(Era::Modern)
     }
 
     async fn pump(self: Arc<Self>, mut rx: EventReceiver) {
@@ -261,51 +185,19 @@ impl RemoteUpstream {
             let Some(ev) = ev else { break };
             match ev {
                 CallEvent::Notification { method, params } => {
-                    if method == "notifications/tools/list_changed" && self.role == Role::Shared {
+                    if method == "notifications/tools/list_changed" {
                         self.tracker.spawn(self.clone().reread_tools());
                     }
-                    let frame = self.queued(jsonrpc::notification(
-                        &method,
-                        params.as_deref().map(RawValue::get),
-                    ));
-                    // A notification the host has no room for is lost (counted by the face).
-                    self.room_for_host().await;
-                    let _ = self.events.send(UpstreamEvent::Notification(frame));
+                    let frame =
+                        jsonrpc::notification(&method, params.as_deref().map(RawValue::get));
+                    self.inbox.notification(frame).await;
                 }
                 CallEvent::ServerRequest { id, method, params } => {
-                    // A request is never lost in the queue: with no room for it in time, the
-                    // remote is told it cannot be delivered.
-                    if self.role == Role::OneHost && self.room_for_host().await {
-                        let frame = self.queued(jsonrpc::request(
-                            id.get(),
-                            &method,
-                            params.as_deref().map(RawValue::get),
-                        ));
-                        let ev = UpstreamEvent::ServerRequest {
-                            session: Arc::from(HOST_SESSION),
-                            frame,
-                        };
-                        if self.events.send(ev).is_ok() {
-                            continue;
-                        }
-                    }
-                    let reply = if self.role == Role::OneHost {
-                        // The one host exists but cannot keep up: it is not "nobody to ask",
-                        // so even roots/list is refused rather than answered for it.
-                        self.metrics.dropped("slow_consumer");
-                        warn!(server = %self.name, %method, "the host reads too slowly for a request on the remote's GET stream; refused");
-                        Err(jsonrpc::raw(&jsonrpc::error_object(
-                            jsonrpc::code::INTERNAL_ERROR,
-                            "mcp-bridge could not deliver this request: the client reads too slowly",
-                            None,
-                        )))
-                    } else {
-                        if method != "roots/list" {
-                            self.metrics.dropped("unroutable_request");
-                            warn!(server = %self.name, %method, "request on the remote's GET stream belongs to no caller; refused");
-                        }
-                        // `crate::core`, rule 5: no roots, or an error naming why.
-                        crate::core::unroutable_reply(&method, "it belongs to no caller")
+                    let frame =
+                        jsonrpc::request(id.get(), &method, params.as_deref().map(RawValue::get));
+                    // Never lost: a request the inbox cannot deliver is answered to the remote.
+                    let Err(reply) = self.inbox.request(&method, frame).await else {
+                        continue;
                     };
                     let remote = self.remote.clone();
                     self.tracker.spawn(async move {
@@ -372,24 +264,6 @@ impl RemoteUpstream {
     }
 }
 
-/// The bytes of a frame queued for one host; dropping the last copy wakes the pump.
-struct Freed {
-    frame: Bytes,
-    freed: Arc<Notify>,
-}
-
-impl AsRef<[u8]> for Freed {
-    fn as_ref(&self) -> &[u8] {
-        &self.frame
-    }
-}
-
-impl Drop for Freed {
-    fn drop(&mut self) {
-        self.freed.notify_waiters();
-    }
-}
-
 /// A call's task: aborting it drops the remote exchange (which cancels it at the remote).
 struct RemoteCancel {
     task: AbortHandle,
@@ -439,7 +313,7 @@ impl Upstream for RemoteUpstream {
         })
     }
     fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
-        self.events.subscribe()
+        self.inbox.subscribe()
     }
     fn send_response(&self, frame: Bytes) -> Result<(), BridgeError> {
         let env = Envelope::parse(&frame)
@@ -486,43 +360,5 @@ impl Upstream for RemoteUpstream {
     }
     fn stop(&self) {
         self.stop.cancel();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The wake-up `room_for_host` relies on: a frame queued through the broadcast wakes the
-    /// waiter once the last subscriber has read it and let it go, and not before.
-    #[tokio::test]
-    async fn a_frame_read_by_every_subscriber_wakes_the_waiter() {
-        let freed = Arc::new(Notify::new());
-        let (tx, mut a) = broadcast::channel::<Bytes>(4);
-        let mut b = tx.subscribe();
-        let frame = Bytes::from_owner(Freed {
-            frame: Bytes::from_static(b"{}"),
-            freed: freed.clone(),
-        });
-        let wake = freed.notified();
-        tokio::pin!(wake);
-        wake.as_mut().enable();
-        tx.send(frame).unwrap();
-        assert_eq!(tx.len(), 1);
-        drop(a.recv().await.unwrap());
-        assert!(
-            futures_util::poll!(wake.as_mut()).is_pending(),
-            "b has not read it"
-        );
-        let kept = b.recv().await.unwrap();
-        assert_eq!(tx.len(), 0);
-        assert!(
-            futures_util::poll!(wake.as_mut()).is_pending(),
-            "b still holds it"
-        );
-        drop(kept);
-        tokio::time::timeout(Duration::from_secs(5), wake)
-            .await
-            .expect("woken once the last copy went");
     }
 }
