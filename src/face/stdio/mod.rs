@@ -1,6 +1,6 @@
 //! The stdio face (`connect`): one host on our stdin/stdout, in front of a `SharedUpstream`
-//! (the core's `Upstream` trait; today `RemoteUpstream::start_for_host`, never a concrete
-//! upstream). Reads newline-delimited JSON-RPC,
+//! (the core's `Upstream` trait; today a remote built with an inbox the host owns,
+//! `crate::core::inbox::Inbox::owned_by`, never a concrete upstream). Reads newline-delimited JSON-RPC,
 //! writes only MCP messages to stdout (one writer task; logs go to stderr), serves a 2025 host
 //! (`initialize`, then a session-like lifecycle) and a 2026 host (per-request `_meta`) alike,
 //! restores the host's ids on every answer, carries host cancellations to the upstream (by
