@@ -151,7 +151,7 @@ pub async fn run_connect(
         tokio::io::stdin(),
         tokio::io::stdout(),
         limits,
-        crate::face::stdio_observe::HostObserver::new(metrics, &server),
+        crate::core::meter::Meter::new(metrics, std::sync::Arc::from(server.as_str())),
         shutdown,
     )
     .await;

@@ -54,6 +54,7 @@
 
 pub mod caller;
 pub mod inbox;
+pub mod meter;
 
 use std::time::Duration;
 

@@ -29,7 +29,6 @@ pub mod session;
 pub mod session_http;
 pub mod state;
 pub mod stdio;
-pub mod stdio_observe;
 
 use std::sync::Arc;
 

@@ -248,8 +248,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     let info = match info {
         Ok(i) => i,
         Err(e) => {
-            app.metrics
-                .rpc_error(&app.server, method, code::UPSTREAM_UNAVAILABLE, "bridge");
+            app.meter.refused(method, code::UPSTREAM_UNAVAILABLE);
             return respond::json(StatusCode::OK, jsonrpc::error_raw(id, &e.error_object()));
         }
     };
@@ -266,8 +265,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     ctx.tool = crate::face::run::tool_name(method, &pc.view);
     let level = protocol::log_level_value(pc.view.meta(protocol::META_LOG_LEVEL));
     if level.is_err() {
-        app.metrics
-            .rpc_error(&app.server, method, code::INVALID_PARAMS, "bridge");
+        app.meter.refused(method, code::INVALID_PARAMS);
         return rpc_error(
             StatusCode::BAD_REQUEST,
             id,

@@ -1,5 +1,5 @@
-//! Per-message accounting on the HTTP face: once a POST's JSON-RPC message is parsed, count the
-//! request by method and, when the bridge itself answered it with a JSON-RPC error (header
+//! Per-message accounting on the HTTP face (with `core::meter`, as on every face): once a
+//! POST's JSON-RPC message is parsed, count the request by method and, when the bridge itself answered it with a JSON-RPC error (header
 //! mismatch, unknown session, unsupported version, …), count that error with source `bridge`.
 //! Errors the upstream sent are counted where they arrive (`upstream::child`), and bridge errors
 //! made during a call (timeout, child crash, cancellation) where the call ends (`respond`).
@@ -16,14 +16,14 @@ use crate::jsonrpc::Kind;
 /// Count a parsed message as it arrives (requests only), before anything can abandon it.
 pub fn received(app: &App, kind: Kind, method: &str) {
     if kind == Kind::Request {
-        app.metrics.rpc_request(&app.server, method);
+        app.meter.request(method);
     }
 }
 
 /// Account for the bridge's own answer to one parsed message and pass the response on.
 pub fn answered(app: &App, method: &str, resp: Response<Body>) -> Response<Body> {
     if let Some(BridgeRpcError(code)) = resp.extensions().get::<BridgeRpcError>() {
-        app.metrics.rpc_error(&app.server, method, *code, "bridge");
+        app.meter.refused(method, *code);
     }
     resp
 }

@@ -21,11 +21,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::CallHandle;
 use crate::call::{CallEvent, Outcome};
+use crate::core::meter::{Meter, Tracked};
 use crate::error::BridgeError;
 use crate::framing;
 pub use crate::http_util::{empty, full, json, status_only, Body};
 use crate::jsonrpc::{self, code};
-use crate::metrics::Metrics;
 use crate::protocol::{self, Era};
 
 /// How long a call may stay silent before its response switches to an SSE stream.
@@ -105,8 +105,7 @@ pub trait ServerRequestSink: Send + Sync {
 /// counts under, and the face's call timeout and SSE keep-alive interval.
 #[derive(Clone)]
 pub struct FaceCtx {
-    pub metrics: Arc<Metrics>,
-    pub server: Arc<str>,
+    pub meter: Meter,
     /// How long a call may take; also the message of its timeout error.
     pub timeout: Duration,
     pub keepalive: Duration,
@@ -123,8 +122,9 @@ pub struct Accept {
 /// [`Responder::new`] with what every response needs, plus `with_*` for the optional parts
 /// (the HTTP face builds it in one place, `App::responder`).
 pub struct Responder {
-    metrics: Arc<Metrics>,
-    server: Arc<str>,
+    meter: Meter,
+    /// The request from its arrival to its answer (`calls_in_flight`, latency).
+    tracked: Tracked,
     method: String,
     orig_id: Box<RawValue>,
     /// The caller's progress token, restored on progress notifications.
@@ -139,14 +139,10 @@ pub struct Responder {
     keepalive: Duration,
     server_requests: Option<Arc<dyn ServerRequestSink>>,
     extra_headers: Vec<(&'static str, String)>,
-    started: Instant,
     /// Dropped when the response is complete (e.g. forgets a 2025 call's cancel handle).
     on_done: Option<Box<dyn Send + Sync>>,
     /// Set for 2026 clients of a 2025 upstream: server requests become `input_required`.
     mrtr: Option<MrtrCtx>,
-    /// Holds `calls_in_flight` up for this call: dropped with the final answer (or with the
-    /// responder, when the call is cancelled or the client goes), also on an SSE stream.
-    inflight: Option<GaugeGuard>,
 }
 
 enum Step {
@@ -170,11 +166,10 @@ impl Responder {
         started: Instant,
         cancel: CancellationToken,
     ) -> Self {
-        let inflight = (method != "subscriptions/listen")
-            .then(|| GaugeGuard::new(face.metrics.calls_in_flight().clone()));
+        let tracked = face.meter.track(method, started);
         Self {
-            metrics: face.metrics,
-            server: face.server,
+            meter: face.meter,
+            tracked,
             method: method.to_owned(),
             orig_id,
             orig_token: None,
@@ -187,10 +182,8 @@ impl Responder {
             keepalive: face.keepalive,
             server_requests: None,
             extra_headers: Vec::new(),
-            started,
             on_done: None,
             mrtr: None,
-            inflight,
         }
     }
 
@@ -245,13 +238,9 @@ impl Responder {
         }
     }
 
-    fn final_frame(&self, outcome: Outcome) -> (StatusCode, Bytes) {
+    fn final_frame(&mut self, outcome: Outcome) -> (StatusCode, Bytes) {
+        self.tracked.answered(&self.meter, &outcome);
         let id = self.orig_id.get();
-        self.metrics.latency(
-            &self.server,
-            &self.method,
-            self.started.elapsed().as_secs_f64(),
-        );
         match outcome {
             Outcome::Result(r) => (StatusCode::OK, jsonrpc::result(id, r.get())),
             Outcome::Error(e) => {
@@ -272,14 +261,10 @@ impl Responder {
                     ),
                 }
             }
-            Outcome::Failed(be) => {
-                self.metrics
-                    .rpc_error(&self.server, &self.method, be.code(), "bridge");
-                (
-                    StatusCode::OK,
-                    jsonrpc::error_raw(Some(id), &be.error_object()),
-                )
-            }
+            Outcome::Failed(be) => (
+                StatusCode::OK,
+                jsonrpc::error_raw(Some(id), &be.error_object()),
+            ),
         }
     }
 
@@ -290,7 +275,7 @@ impl Responder {
                     && crate::era::mrtr::is_legacy_only_notification(&method)
                 {
                     tracing::debug!("not relaying {method} to a 2026 client");
-                    self.metrics.dropped("legacy_only_notification");
+                    self.meter.dropped("legacy_only_notification");
                     return None;
                 }
                 let params = params.map(|p| self.restore_ids(&method, p));
@@ -302,7 +287,7 @@ impl Responder {
             CallEvent::ServerRequest { id, method, params } => {
                 if let Some(s) = &self.server_requests {
                     if let Err(reason) = s.admit(&id, &method, params.as_deref()) {
-                        self.metrics.dropped(reason);
+                        self.meter.dropped(reason);
                         return None;
                     }
                 }
@@ -386,7 +371,7 @@ impl Responder {
 
     /// Advance the call to the next thing to send: an interim frame, the final frame, or
     /// nothing (a cancelled 2025 call ends without a response). `h` is taken when parked.
-    async fn next(&self, h: &mut Option<CallHandle>) -> Option<Next> {
+    async fn next(&mut self, h: &mut Option<CallHandle>) -> Option<Next> {
         loop {
             let hh = h.as_mut()?;
             let o = match self.step(hh).await {
@@ -415,7 +400,7 @@ impl Responder {
                     let frame = crate::era::notifications::completion(&self.orig_id);
                     return Some(Next::Final(StatusCode::OK, frame));
                 }
-                Step::Cancelled if self.metrics.is_shutting_down() => {
+                Step::Cancelled if self.meter.metrics().is_shutting_down() => {
                     // `crate::core`, rule 7: the bridge's own shutdown, not the client,
                     // cancelled it: its one answer, 2025 callers' too.
                     let (o, why) = crate::core::stopped_answer(true);
@@ -437,7 +422,7 @@ impl Responder {
     /// A 2025 upstream asks the client something during a 2026 client's call: park the call
     /// and answer with `input_required` (only for capabilities this request declared; the
     /// upstream gets an error for the others). Returns the final frame, or None to go on.
-    fn try_park(&self, h: &mut Option<CallHandle>, first: CallEvent) -> Option<Bytes> {
+    fn try_park(&mut self, h: &mut Option<CallHandle>, first: CallEvent) -> Option<Bytes> {
         let m = self.mrtr.as_ref()?;
         let hh = h.as_mut()?;
         let mut asked = vec![first];
@@ -466,7 +451,7 @@ impl Responder {
         let via = handle.replies_to(&m.upstream).clone();
         let p = crate::era::park::park(&m.store, &site, handle, asked);
         for _ in 0..p.undeclared {
-            self.metrics.dropped("undeclared_capability");
+            self.meter.dropped("undeclared_capability");
         }
         for f in p.refusals {
             let _ = via.send_response(f);
@@ -479,16 +464,12 @@ impl Responder {
                 return None;
             }
         };
-        self.metrics.latency(
-            &self.server,
-            &self.method,
-            self.started.elapsed().as_secs_f64(),
-        );
+        self.tracked.answered_with(&self.meter, None);
         Some(jsonrpc::result(self.orig_id.get(), &body))
     }
 
     /// Wait for the first thing the call produces and answer accordingly.
-    pub async fn respond(self, h: CallHandle) -> Response<Body> {
+    pub async fn respond(mut self, h: CallHandle) -> Response<Body> {
         let mut h = Some(h);
         // A call that takes a while gets its headers anyway (as an SSE stream with keep-alives),
         // so clients and proxies with header timeouts do not give up on long tool calls.
@@ -534,7 +515,7 @@ impl Responder {
             done: bool,
             _gauge: GaugeGuard,
         }
-        let gauge = GaugeGuard::new(self.metrics.sse_streams().clone());
+        let gauge = GaugeGuard::new(self.meter.metrics().sse_streams().clone());
         let mut r = Response::new(empty());
         let h_extra: Vec<(&'static str, String)> = self.extra_headers.clone();
         let st = St {
@@ -564,7 +545,7 @@ impl Responder {
                 Next::Frame(b) => Some((Ok(Frame::data(framing::sse_event(&b))), st)),
                 Next::Final(_, b) => {
                     st.done = true;
-                    st.r.inflight = None; // answered: no longer in flight
+                    st.r.tracked.settled(); // answered: no longer in flight
                     Some((Ok(Frame::data(framing::sse_event(&b))), st))
                 }
             }

@@ -56,7 +56,9 @@ struct Driver {
     /// deadline, as every 2025 call does (`CallRequest::in_session`).
     done: Mutex<InflightGuard>,
     deadline: Instant,
-    started: Instant,
+    /// From arrival to the final answer (`calls_in_flight`, latency); never locked across
+    /// an await.
+    tracked: Mutex<crate::core::meter::Tracked>,
 }
 
 /// The driver's queue and the driver itself, polled by whoever reads the queue: first the
@@ -100,8 +102,9 @@ pub async fn run(
     done: InflightGuard,
 ) -> Response<Body> {
     let started = pc.arrived;
-    // In flight until the final answer reaches the response (or the response is dropped).
-    let inflight = GaugeGuard::new(app.metrics.calls_in_flight().clone());
+    // In flight until the final answer (or until the response, and with it the driver, is
+    // dropped).
+    let tracked = app.meter.track(pc.env.method(), started);
     // EVENT_QUEUE in all: the channel adds one slot per sender to its buffer.
     let (tx, rx) = mpsc::channel::<Next>(crate::call::EVENT_QUEUE - 1);
     let d = Driver {
@@ -111,7 +114,7 @@ pub async fn run(
         token: pc.view.meta("progressToken").map(|t| t.to_owned()),
         accept_sse: pc.accept_sse,
         deadline: started + app.cfg.call_timeout,
-        started,
+        tracked: Mutex::new(tracked),
         app: app.clone(),
         session,
         ctx,
@@ -126,7 +129,7 @@ pub async fn run(
     let first = if pc.accept_sse {
         tokio::select! {
             n = feed.next() => n,
-            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, feed, inflight),
+            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, feed),
         }
     } else {
         feed.next().await
@@ -136,18 +139,17 @@ pub async fn run(
             respond::json(status, body)
         }
         None => respond::status_only(StatusCode::ACCEPTED),
-        n => sse(&app, n, feed, inflight),
+        n => sse(&app, n, feed),
     }
 }
 
-fn sse(app: &App, first: Option<Next>, feed: Feed, inflight: GaugeGuard) -> Response<Body> {
+fn sse(app: &App, first: Option<Next>, feed: Feed) -> Response<Body> {
     struct St {
         first: Option<Next>,
         feed: Feed,
         keepalive: std::time::Duration,
         done: bool,
         _g: GaugeGuard,
-        inflight: Option<GaugeGuard>,
     }
     let st = St {
         first,
@@ -155,7 +157,6 @@ fn sse(app: &App, first: Option<Next>, feed: Feed, inflight: GaugeGuard) -> Resp
         keepalive: app.cfg.keepalive,
         done: false,
         _g: GaugeGuard::new(app.metrics.sse_streams().clone()),
-        inflight: Some(inflight),
     };
     let stream = futures_util::stream::unfold(st, |mut st| async move {
         if st.done {
@@ -174,7 +175,6 @@ fn sse(app: &App, first: Option<Next>, feed: Feed, inflight: GaugeGuard) -> Resp
             Next::Frame(b) => b,
             Next::Final(_, b) => {
                 st.done = true;
-                st.inflight = None; // answered: no longer in flight
                 b
             }
         };
@@ -185,20 +185,14 @@ fn sse(app: &App, first: Option<Next>, feed: Feed, inflight: GaugeGuard) -> Resp
 
 impl Driver {
     async fn finish(&self, o: Outcome) {
-        self.app.metrics.latency(
-            &self.app.server,
-            &self.method,
-            self.started.elapsed().as_secs_f64(),
-        );
+        self.tracked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .answered(&self.app.meter, &o);
         let frame = match o {
             Outcome::Result(r) => jsonrpc::result(self.id.get(), r.get()),
             Outcome::Error(e) => jsonrpc::error_raw(Some(self.id.get()), e.get()),
-            Outcome::Failed(be) => {
-                self.app
-                    .metrics
-                    .rpc_error(&self.app.server, &self.method, be.code(), "bridge");
-                jsonrpc::error_raw(Some(self.id.get()), &be.error_object())
-            }
+            Outcome::Failed(be) => jsonrpc::error_raw(Some(self.id.get()), &be.error_object()),
         };
         let _ = self.send(Next::Final(StatusCode::OK, frame)).await;
     }

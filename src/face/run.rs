@@ -152,8 +152,7 @@ impl App {
             Ok(h) => h,
             Err(e) => {
                 span.in_scope(|| debug!("upstream unavailable: {e}"));
-                self.metrics
-                    .rpc_error(&self.server, method, code::UPSTREAM_UNAVAILABLE, "bridge");
+                self.meter.refused(method, code::UPSTREAM_UNAVAILABLE);
                 return respond::json(
                     StatusCode::OK,
                     jsonrpc::error_raw(Some(id), &e.error_object()),
@@ -192,8 +191,7 @@ impl App {
         started: Instant,
     ) -> Responder {
         let face = respond::FaceCtx {
-            metrics: self.metrics.clone(),
-            server: self.server.clone(),
+            meter: self.meter.clone(),
             timeout: self.cfg.call_timeout,
             keepalive: self.cfg.keepalive,
         };

@@ -87,12 +87,7 @@ pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
             if owns {
                 upstream.stop();
             }
-            app.metrics.rpc_error(
-                &app.server,
-                "initialize",
-                code::UPSTREAM_UNAVAILABLE,
-                "bridge",
-            );
+            app.meter.refused("initialize", code::UPSTREAM_UNAVAILABLE);
             return respond::json(StatusCode::OK, jsonrpc::error_raw(id, &e.error_object()));
         }
     };
@@ -221,7 +216,7 @@ fn session_answer(app: &App, s: &Session, pc: &PostCtx<'_>) -> Response<Body> {
             warn!("could not forward the client's answer to the child: {e}");
         }
     } else {
-        app.metrics.dropped("unknown_id");
+        app.meter.dropped("unknown_id");
         debug!(
             id = rid,
             "client answered a request the bridge did not send it; dropped"
@@ -280,8 +275,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
     let Some(cancel) = s.begin_call(rid) else {
         let msg =
             "mcp-bridge: too many requests in flight on this session; retry once some are answered";
-        app.metrics
-            .rpc_error(&app.server, method, code::UPSTREAM_UNAVAILABLE, "bridge");
+        app.meter.refused(method, code::UPSTREAM_UNAVAILABLE);
         return rpc_error(
             StatusCode::OK,
             Some(rid),

@@ -58,6 +58,8 @@ pub struct App {
     pub spawn_for_session: Option<SessionSpawner>,
     pub sessions: Sessions,
     pub metrics: Arc<Metrics>,
+    /// What the face's callers send and are answered, counted as on every face.
+    pub meter: crate::core::meter::Meter,
     /// Cancelled when shutdown begins: long-lived streams end, calls may still finish.
     pub stopping: CancellationToken,
     /// Cancelled when children must stop (after the drain).
@@ -100,8 +102,10 @@ impl App {
             ),
             None => crate::era::mrtr::StateSigner::new(),
         };
+        let server: Arc<str> = Arc::from(name);
         Ok(Arc::new(App {
-            server: Arc::from(name),
+            meter: crate::core::meter::Meter::new(metrics.clone(), server.clone()),
+            server,
             cfg,
             upstream: launched.shared,
             spawn_for_session,

@@ -39,7 +39,7 @@
 //!   `notifications/elicitation/complete` is not relayed to a 2026 host; a 2025 remote's
 //!   `-32042` becomes `input_required` (or `-32021`) for a 2026 host (see `crate::era::mrtr`).
 //!
-//! Accounting (`face::stdio_observe`): each host request is tracked from `handle_request` to
+//! Accounting (`core::meter`, the same as the HTTP face's): each host request is tracked from `handle_request` to
 //! `reply`; errors the face makes itself are `Outcome::Failed` (`BridgeError::Refused`), so
 //! that `reply` counts them, and `Outcome::Error` is only ever what the remote answered (or
 //! its `-32042` translated for a 2026 host, counted at the remote as the error it was).
@@ -74,11 +74,11 @@ use crate::call::{
     RELEASED_BY_BRIDGE,
 };
 use crate::core::caller::{Bounded, Caller};
+use crate::core::meter::{Meter, Tracked};
 use crate::era::held::Subscriptions;
 use crate::era::mrtr::{self, ParkStore, StateSigner};
 use crate::era::notifications::{Honoured, ResourceSubs};
 use crate::error::BridgeError;
-use crate::face::stdio_observe::{HostObserver, Tracked};
 use crate::framing::{single_line, Line, LineDecoder};
 use crate::jsonrpc::{self, code, Envelope, Fields, Kind};
 use crate::protocol::{self, Era};
@@ -218,7 +218,7 @@ struct Face {
     /// How long a parked call waits for the host's retry (`--park-timeout`).
     park_ttl: Duration,
     tracker: TaskTracker,
-    obs: HostObserver,
+    obs: Meter,
 }
 
 /// What the host side may cost: its longest line, and how long a call parked for its input
@@ -241,7 +241,7 @@ pub async fn serve<R, W>(
     input: R,
     output: W,
     limits: HostLimits,
-    obs: HostObserver,
+    obs: Meter,
     shutdown: CancellationToken,
 ) where
     R: AsyncRead + Unpin,
@@ -304,7 +304,7 @@ impl Face {
         up: SharedUpstream,
         hello: Arc<crate::core::Hello>,
         out: mpsc::Sender<Bytes>,
-        obs: HostObserver,
+        obs: Meter,
         park_ttl: Duration,
     ) -> Arc<Self> {
         Arc::new(Face {
@@ -409,8 +409,8 @@ impl Face {
     }
 
     /// Answer the host's request `t` (id `id`) with `o`, and count the answer.
-    async fn reply(&self, t: Tracked, id: &str, o: Outcome) {
-        self.obs.answered(t, &o);
+    async fn reply(&self, mut t: Tracked, id: &str, o: Outcome) {
+        t.answered(&self.obs, &o);
         self.send(answer(id, o)).await;
     }
 
@@ -468,7 +468,8 @@ impl Face {
         let Some(id_raw) = env.id else { return };
         let id = id_raw.get().trim().to_owned();
         let method = env.method().to_owned();
-        let t = self.obs.request(&method);
+        self.obs.request(&method);
+        let t = self.obs.track(&method, std::time::Instant::now());
         let params = env.params.map(ToOwned::to_owned);
         let modern = jsonrpc::meta_field(params.as_deref(), protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())

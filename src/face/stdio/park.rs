@@ -21,8 +21,8 @@ use crate::error::BridgeError;
 
 /// How long a host's retry waits for its call to be resumable (a remote resumes at once).
 const RESUME_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+use crate::core::meter::Tracked;
 use crate::era::rounds::{self, RoundsFace, Waited};
-use crate::face::stdio_observe::Tracked;
 use crate::jsonrpc::{self, code, Fields};
 use crate::protocol::Era;
 
