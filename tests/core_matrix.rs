@@ -482,3 +482,118 @@ async fn legacy_only_notifications_never_reach_a_2026_caller() {
         dropped_row(face, up).await;
     }
 }
+
+/// The series `family` has in `text`, keyed by their labels minus `server` (each face names
+/// its server its own way), with their values.
+fn series(text: &str, family: &str) -> std::collections::BTreeMap<String, f64> {
+    let head = format!("{family}{{");
+    text.lines()
+        .filter_map(|l| l.strip_prefix(&head))
+        .filter_map(|rest| {
+            let (labels, value) = rest.rsplit_once("} ")?;
+            let kept: Vec<&str> = labels
+                .split(',')
+                .filter(|l| !l.starts_with("server="))
+                .collect();
+            Some((kept.join(","), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The same traffic counted the same way by both faces (`core::meter`): one workload of
+/// one caller era through the bridge in front of it, serve (`--upstream`) or connect, to
+/// the same kind of remote; the front bridge's request, error, latency and tool-result
+/// series must be equal, series for series, and nothing left in flight.
+async fn counts_of(face: Face, far: &Bridge, far_era: &str, modern: bool) -> String {
+    const M: [&str; 2] = ["--metrics-listen", "127.0.0.1:0"];
+    let (mut c, front) = match face {
+        Face::Serve => {
+            let near = Bridge::serve(&[
+                "--port",
+                "0",
+                "--upstream",
+                &far.url,
+                "--protocol",
+                far_era,
+                M[0],
+                M[1],
+            ])
+            .await;
+            let c = if modern {
+                Caller::Modern {
+                    c: client(),
+                    url: near.url.clone(),
+                }
+            } else {
+                Caller::Session(Session::open(&client(), &near.url).await)
+            };
+            (c, Some(near))
+        }
+        Face::Connect => {
+            let mut h = Host::start(&far.url, &["--protocol", far_era, M[0], M[1]]);
+            if !modern {
+                h.initialize(LEGACY, json!({}));
+            }
+            let h = Box::new(h);
+            (Caller::Host { h, modern }, None)
+        }
+    };
+    let echo = c.tool("1", "echo", json!({"text": "a"}), json!({})).await;
+    assert_eq!(text_of(&echo.fin), "a", "{face:?}: {}", echo.fin);
+    c.tool("2", "echo", json!({"text": "b"}), json!({})).await;
+    c.request("3", "tools/list", json!({}), json!({})).await;
+    c.request("4", "ping", json!({}), json!({})).await;
+    let nope = c.request("5", "nope/x", json!({}), json!({})).await;
+    assert_eq!(nope.fin["error"]["code"], -32601, "{face:?}: {}", nope.fin);
+    if modern {
+        let bad = c
+            .tool(
+                "6",
+                "echo",
+                json!({"text": "c"}),
+                json!({"io.modelcontextprotocol/logLevel": "loud"}),
+            )
+            .await;
+        assert_eq!(bad.fin["error"]["code"], -32602, "{face:?}: {}", bad.fin);
+    }
+    let url = match (&front, &c) {
+        (Some(near), _) => metrics_url(near).await,
+        (None, Caller::Host { h, .. }) => metrics_url(&**h).await,
+        _ => unreachable!(),
+    };
+    scrape(&client(), &url).await
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_same_counts_from_both_faces() {
+    for (demo_era, far_era) in [("modern", MODERN), ("legacy", LEGACY)] {
+        let far = Bridge::demo(&["--demo-era", demo_era]).await;
+        for modern in [true, false] {
+            let tag = format!(
+                "{demo_era} remote × {} caller",
+                if modern { 2026 } else { 2025 }
+            );
+            let serve = counts_of(Face::Serve, &far, far_era, modern).await;
+            let connect = counts_of(Face::Connect, &far, far_era, modern).await;
+            for family in [
+                "mcp_bridge_jsonrpc_requests_total",
+                "mcp_bridge_jsonrpc_errors_total",
+                "mcp_bridge_request_duration_seconds_count",
+                "mcp_bridge_tool_results_total",
+                "mcp_bridge_calls_in_flight",
+            ] {
+                let (s, c) = (series(&serve, family), series(&connect, family));
+                assert!(
+                    !s.is_empty() || family == "mcp_bridge_calls_in_flight",
+                    "{tag}: no {family} on serve"
+                );
+                assert_eq!(s, c, "{tag}: {family}, serve (left) vs connect (right)");
+            }
+            assert_eq!(
+                metric_sum(&serve, "mcp_bridge_calls_in_flight", &[]),
+                0.0,
+                "{tag}"
+            );
+        }
+    }
+}

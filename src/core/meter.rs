@@ -7,7 +7,9 @@
 //! - every request once, as it arrives, before anything can refuse or drop it
 //!   ([`Meter::request`]; a listen too, once);
 //! - a request the bridge answers itself before any call (a bad header, an unknown session,
-//!   an unreadable line) as a JSON-RPC error with `source="bridge"` ([`Meter::refused`]);
+//!   an unreadable line, a method it does not serve) as a JSON-RPC error with
+//!   `source="bridge"` and no latency: there was no call ([`Meter::refused`],
+//!   [`Tracked::refused`]);
 //! - a call's answer: its latency and, when the bridge made the answer (`Outcome::Failed`:
 //!   timeout, upstream gone, shutdown), its error with `source="bridge"`
 //!   ([`Tracked::answered`]); `calls_in_flight` holds it up from arrival until then (a listen
@@ -125,9 +127,21 @@ impl Tracked {
         }
     }
 
-    /// No longer in flight, without an answer counted (the answer is counted elsewhere).
+    /// The bridge refused it before any call, with the error `code`: counted as the bridge's
+    /// error, with no latency (there was no call).
+    pub fn refused(&mut self, meter: &Meter, code: i64) {
+        self.in_flight = None;
+        if !std::mem::replace(&mut self.answered, true) {
+            meter.refused(self.method, code);
+        }
+    }
+
+    /// Answered by the bridge itself without a call and without an error (`ping`, a 2025
+    /// caller's `initialize`), or the answer is on its way: no longer in flight, and no
+    /// latency counted from now on.
     pub fn settled(&mut self) {
         self.in_flight = None;
+        self.answered = true;
     }
 }
 

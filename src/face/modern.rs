@@ -265,7 +265,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     ctx.tool = crate::face::run::tool_name(method, &pc.view);
     let level = protocol::log_level_value(pc.view.meta(protocol::META_LOG_LEVEL));
     if level.is_err() {
-        app.meter.refused(method, code::INVALID_PARAMS);
+        // Counted once, as the bridge's answer (`observe::answered`).
         return rpc_error(
             StatusCode::BAD_REQUEST,
             id,

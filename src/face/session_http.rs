@@ -275,7 +275,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
     let Some(cancel) = s.begin_call(rid) else {
         let msg =
             "mcp-bridge: too many requests in flight on this session; retry once some are answered";
-        app.meter.refused(method, code::UPSTREAM_UNAVAILABLE);
+        // Counted once, as the bridge's answer (`observe::answered`).
         return rpc_error(
             StatusCode::OK,
             Some(rid),

@@ -414,11 +414,14 @@ impl Face {
         self.send(answer(id, o)).await;
     }
 
-    /// Answer the host's request `t` with the face's own error, from a task of its own.
-    fn refuse(self: &Arc<Self>, t: Tracked, id: String, c: i64, msg: &str) {
+    /// Answer the host's request `t` with the face's own error before any call, from a task
+    /// of its own (a refusal, counted without a call's latency: `core::meter`).
+    fn refuse(self: &Arc<Self>, mut t: Tracked, id: String, c: i64, msg: &str) {
+        t.refused(&self.obs, c);
         let me = Arc::clone(self);
         let o = refused(c, msg);
-        self.tracker.spawn(async move { me.reply(t, &id, o).await });
+        self.tracker
+            .spawn(async move { me.send(answer(&id, o)).await });
     }
 
     async fn handle_line(self: &Arc<Self>, f: Bytes) {
@@ -485,10 +488,13 @@ impl Face {
             return;
         }
         if method == "ping" {
+            // The bridge's own answer, no call (`core::meter`: no latency), as on serve.
+            let mut t = t;
+            t.settled();
             let me = Arc::clone(self);
             let pong = Outcome::Result(jsonrpc::raw("{}"));
             self.tracker
-                .spawn(async move { me.reply(t, &id, pong).await });
+                .spawn(async move { me.send(answer(&id, pong)).await });
             return;
         }
         let ctx = match self.call_ctx(modern, &method, params.as_deref()) {
@@ -569,7 +575,12 @@ impl Face {
         })
     }
 
-    fn start_initialize(self: &Arc<Self>, t: Tracked, id: String, params: Option<Box<RawValue>>) {
+    fn start_initialize(
+        self: &Arc<Self>,
+        mut t: Tracked,
+        id: String,
+        params: Option<Box<RawValue>>,
+    ) {
         let requested = params
             .as_deref()
             .and_then(Fields::parse)
@@ -598,7 +609,12 @@ impl Face {
                     me.subs.first_acknowledged(LISTEN_SETUP).await;
                 }
             }
-            me.reply(t, &id, o).await;
+            // The bridge's own answer, no call (`core::meter`), as on serve.
+            match &o {
+                Outcome::Failed(e) => t.refused(&me.obs, e.code()),
+                _ => t.settled(),
+            }
+            me.send(answer(&id, o)).await;
         });
     }
 
