@@ -96,17 +96,17 @@ async fn two_sessions_eliciting_at_once_each_get_their_own_answer() {
             (bb, sse, req)
         })
     };
-    let mut queued = 0.0;
+    let mut queued = None;
     for _ in 0..400 {
         queued = metric_sum(&metrics.scrape().await, "mcp_bridge_calls_queued", &[]);
-        if queued >= 1.0 {
+        if queued >= Some(1.0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(
         queued,
-        1.0,
+        Some(1.0),
         "bob's call was not queued; log:\n{}",
         b.log.dump()
     );
@@ -125,14 +125,17 @@ async fn two_sessions_eliciting_at_once_each_get_their_own_answer() {
     let text = answer_2025(&b, &bb, sse_b, &req_b, "Bob").await;
     assert!(text.contains("Bob") && !text.contains("Alice"), "{text}");
     let after = metrics.scrape().await;
-    assert_eq!(metric_sum(&after, "mcp_bridge_calls_queued", &[]), 0.0);
+    assert_eq!(
+        metric_sum(&after, "mcp_bridge_calls_queued", &[]),
+        Some(0.0)
+    );
     assert_eq!(
         metric_sum(
             &after,
             "mcp_bridge_dropped_frames_total",
             &[("reason", "unroutable_request")]
         ),
-        0.0
+        Some(0.0)
     );
 }
 

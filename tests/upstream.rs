@@ -17,11 +17,6 @@ use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
-/// A sample's value; absent reads as -1 (so an expected 0 cannot pass by absence).
-fn value(text: &str, series: &str) -> f64 {
-    sample(text, series).unwrap_or(-1.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_carries_both_eras_progress_cancellation_and_metrics() {
     let far = Bridge::demo(&[]).await;
@@ -71,14 +66,14 @@ async fn gateway_carries_both_eras_progress_cancellation_and_metrics() {
 
     let t = scrape(&c, &metrics_url(&near).await).await;
     let ok = r#"mcp_bridge_tool_results_total{is_error="false",server="default",tool="echo"}"#;
-    assert_eq!(value(&t, ok), 3.0, "{t}");
+    assert_eq!(sample(&t, ok), Some(3.0), "{t}");
     let failed = r#"mcp_bridge_tool_results_total{is_error="true",server="default",tool="fail"}"#;
-    assert_eq!(value(&t, failed), 1.0, "{t}");
+    assert_eq!(sample(&t, failed), Some(1.0), "{t}");
     let upstream_err = r#"mcp_bridge_jsonrpc_errors_total{code="-32050",method="tools/call",server="default",source="upstream"}"#;
-    assert_eq!(value(&t, upstream_err), 1.0, "{t}");
+    assert_eq!(sample(&t, upstream_err), Some(1.0), "{t}");
     assert_eq!(
-        value(&t, r#"mcp_bridge_upstream_up{server="default"}"#),
-        1.0,
+        sample(&t, r#"mcp_bridge_upstream_up{server="default"}"#),
+        Some(1.0),
         "{t}"
     );
 }
