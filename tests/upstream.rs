@@ -148,10 +148,8 @@ async fn a_dead_remote_fails_each_call_and_the_gateway_stays_up() {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        assert!(
-            ["unreachable", "connection_lost", "connect_refused"].contains(&reason.as_str()),
-            "{r:?}"
-        );
+        // The far port refuses connections: README's `unreachable` (refused), every time.
+        assert_eq!(reason, "unreachable", "{r:?}");
     }
     // Health stays up; the near bridge answers whatever the remote does.
     let h = c.get(near.endpoint("/healthz")).send().await.expect("GET");
@@ -170,7 +168,17 @@ async fn a_dead_remote_fails_each_call_and_the_gateway_stays_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_stops_promptly_with_its_remote_up() {
     let far = Bridge::demo(&[]).await;
-    let mut near = Bridge::serve(&["--port", "0", "--upstream", &far.url]).await;
+    // A grace far longer than the wait below: with nothing in flight the gateway must not
+    // wait it out (its remote upstream's tasks once kept the daemon's tracker waiting).
+    let mut near = Bridge::serve(&[
+        "--port",
+        "0",
+        "--upstream",
+        &far.url,
+        "--shutdown-grace",
+        "60s",
+    ])
+    .await;
     near.wait_ready(T).await;
     let c = client();
     let s = Session::open(&c, &near.url).await;
@@ -179,7 +187,7 @@ async fn a_gateway_stops_promptly_with_its_remote_up() {
         "x"
     );
     near.signal(nix::sys::signal::Signal::SIGTERM);
-    let st = near.wait_exit(T).await;
+    let st = near.wait_exit(Duration::from_secs(10)).await;
     assert!(
         st.is_some_and(|s| s.success()),
         "{st:?}\n{}",
