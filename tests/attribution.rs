@@ -96,17 +96,17 @@ async fn two_sessions_eliciting_at_once_each_get_their_own_answer() {
             (bb, sse, req)
         })
     };
-    let mut queued = 0.0;
+    let mut queued = None;
     for _ in 0..400 {
         queued = metric_sum(&metrics.scrape().await, "mcp_bridge_calls_queued", &[]);
-        if queued >= 1.0 {
+        if queued >= Some(1.0) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     assert_eq!(
         queued,
-        1.0,
+        Some(1.0),
         "bob's call was not queued; log:\n{}",
         b.log.dump()
     );
@@ -125,14 +125,17 @@ async fn two_sessions_eliciting_at_once_each_get_their_own_answer() {
     let text = answer_2025(&b, &bb, sse_b, &req_b, "Bob").await;
     assert!(text.contains("Bob") && !text.contains("Alice"), "{text}");
     let after = metrics.scrape().await;
-    assert_eq!(metric_sum(&after, "mcp_bridge_calls_queued", &[]), 0.0);
+    assert_eq!(
+        metric_sum(&after, "mcp_bridge_calls_queued", &[]),
+        Some(0.0)
+    );
     assert_eq!(
         metric_sum(
             &after,
             "mcp_bridge_dropped_frames_total",
             &[("reason", "unroutable_request")]
         ),
-        0.0
+        Some(0.0)
     );
 }
 
@@ -183,27 +186,61 @@ async fn the_wait_for_attribution_has_a_bound() {
 }
 
 /// connect's park has the same bound: a 2026 host's call parked for a 2025 remote's question
-/// is cancelled at the remote once connect's `--park-timeout` is up (here the remote is
-/// `serve` in front of the demo child, which logs the cancellation it is told of).
+/// is cancelled at the remote once connect's `--park-timeout` is up, never before, counted
+/// as `timeout` (here the remote is `serve` in front of the demo child, which logs the
+/// cancellation it is told of).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connect_cancels_an_abandoned_park_at_the_remote_at_its_timeout() {
+    const PARK: Duration = Duration::from_secs(1);
     let serve = Bridge::demo(&["--demo-era", "legacy"]).await;
     let mut h = Host::start(
         &serve.url,
-        &["--protocol", "2025-11-25", "--park-timeout", "1s"],
+        &[
+            "--protocol",
+            "2025-11-25",
+            "--park-timeout",
+            "1s",
+            "--metrics-listen",
+            "127.0.0.1:0",
+        ],
     );
+    let m = Scraper::of(&h).await;
     let params = json!({"name": "elicit", "arguments": {"message": "who?"},
         "_meta": {META_PV: MODERN, META_CAPS: {"elicitation": {}}}});
+    let asked = std::time::Instant::now();
     h.request(json!(1), "tools/call", params);
     let r = h.response(&json!(1), T);
     assert_eq!(r["result"]["resultType"], "input_required", "{r}");
-    if serve.log.wait_for("demo: cancelled id=", T).await.is_none() {
+    // connect's sweep runs every quarter of the timeout (at least 200 ms): the park ends
+    // at its timeout, not before (the wait's bound leaves room for a loaded machine).
+    let expired = "waiting for the host's input expired: cancelled";
+    if h.log.wait_for(expired, PARK * 5).await.is_none() {
+        panic!("the park never expired; connect's log:\n{}", h.log.dump());
+    }
+    let after = asked.elapsed();
+    assert!(
+        after >= PARK,
+        "cancelled {after:?} after the call, before its timeout"
+    );
+    let Some(line) = serve.log.wait_for("demo: cancelled id=", T).await else {
         panic!(
             "the remote's child was not told; serve's log:\n{}\nconnect's log:\n{}",
             serve.log.dump(),
             h.log.dump()
         );
-    }
+    };
+    assert_eq!(serve.log.count("demo: cancelled id="), 1, "{line}");
+    let t = m.scrape().await;
+    assert_eq!(
+        sample(&t, r#"mcp_bridge_cancellations_total{cause="timeout"}"#),
+        Some(1.0),
+        "{t}"
+    );
+    assert_eq!(
+        metric_sum(&t, "mcp_bridge_cancellations_total", &[]),
+        Some(1.0),
+        "counted once, as timeout:\n{t}"
+    );
 }
 
 /// The host cancels a request that was answered `input_required`: connect releases the parked

@@ -201,20 +201,49 @@ async fn hang_up_on_json_response_cancels_in_child() {
 }
 
 /// A 2025 client's hang-up leaves its call running in the child (detached, cancellable by id
-/// until its deadline); the end of its session (DELETE) cancels it there. Both children: a
-/// 2026 one (the call runs in `input_required` rounds) and a 2025 one.
+/// until its deadline); the end of its session (DELETE) cancels it there, with the reason
+/// `client cancelled`. Both children: a 2026 one (the call runs in `input_required` rounds)
+/// and a 2025 one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_delete_cancels_a_hung_up_call_2025() {
     for era in ["dual", "legacy"] {
-        let b = Bridge::demo(&["--demo-era", era]).await;
+        let b = Bridge::demo(&["--demo-era", era, "--metrics-listen", "127.0.0.1:0"]).await;
+        let m = Scraper::of(&b).await;
         let c = client();
         let s = Session::open(&c, &b.url).await;
         let started = s.hang_up_slow_call(&b.log, STARTED).await;
-        // The request future is gone: the client hung up. Give the bridge time to see it.
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        // The request future is gone: the client hung up. The bridge has seen it once the
+        // call left `calls_in_flight` (its response was dropped: a cancel would have been
+        // sent to the child then, before anything sent to the child after it).
+        let until = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let t = m.scrape().await;
+            if sample(&t, "mcp_bridge_calls_in_flight") == Some(0.0) {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < until,
+                "{era}: the hang-up never reached the bridge:\n{t}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        // A later call through the same child is the barrier: the child answers it after
+        // reading whatever the bridge wrote before, so a cancel would be in the log by now.
+        let r = s.call(json!(2), "echo", json!({"text": "after"})).await;
+        assert_eq!(r.text(), "after", "{era}: {r:?}");
         assert!(
             b.log.find(CANCELLED).is_none(),
-            "{era}: a hang-up cancelled"
+            "{era}: a hang-up cancelled; log:\n{}",
+            b.log.dump()
+        );
+        let t = m.scrape().await;
+        assert_eq!(
+            sample(
+                &t,
+                r#"mcp_bridge_cancellations_total{cause="client_disconnect"}"#
+            ),
+            Some(0.0),
+            "{era}: a 2025 hang-up is not a cancellation:\n{t}"
         );
         let r = c.delete(&s.url).headers(s.headers()).send().await.unwrap();
         assert_eq!(r.status(), 200, "{era}");
@@ -223,6 +252,10 @@ async fn session_delete_cancels_a_hung_up_call_2025() {
             word_after(&line, CANCELLED),
             word_after(&started, STARTED),
             "{era}"
+        );
+        assert!(
+            line.contains(" reason=client cancelled server="),
+            "{era}: the cancel's reason: {line}"
         );
     }
 }

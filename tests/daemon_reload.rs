@@ -73,7 +73,10 @@ async fn reload_adds_removes_and_restarts_without_failing_unchanged_calls() {
             .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The reload must find it running: wait until the child started it.
+    b.log
+        .expect("demo: slow started id=", Duration::from_secs(20))
+        .await;
 
     let after = format!(
         "{}{}{}",

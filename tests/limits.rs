@@ -72,7 +72,7 @@ async fn until_at_least(c: &reqwest::Client, murl: &str, series: &str, want: f64
     let until = Instant::now() + Duration::from_secs(20);
     loop {
         let t = scrape(c, murl).await;
-        if sample(&t, series).unwrap_or(0.0) >= want {
+        if sample(&t, series) >= Some(want) {
             return t;
         }
         assert!(

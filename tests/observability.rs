@@ -36,37 +36,37 @@ async fn families_separate_the_three_failures_and_readiness_follows_the_child() 
     assert_eq!(r.error_code(), -32020);
 
     let t = scrape(&c, &murl).await;
-    let s = |series: &str| sample(&t, series).unwrap_or(-1.0);
+    let s = |series: &str| sample(&t, series);
     assert_eq!(
         s(r#"mcp_bridge_tool_results_total{is_error="false",server="default",tool="echo"}"#),
-        2.0,
+        Some(2.0),
         "{t}"
     );
     assert_eq!(
         s(r#"mcp_bridge_tool_results_total{is_error="true",server="default",tool="fail"}"#),
-        1.0
+        Some(1.0)
     );
     assert_eq!(
         s(
             r#"mcp_bridge_jsonrpc_errors_total{code="-32050",method="tools/call",server="default",source="upstream"}"#
         ),
-        1.0
+        Some(1.0)
     );
     assert_eq!(
         s(
             r#"mcp_bridge_jsonrpc_errors_total{code="-32020",method="tools/call",server="default",source="bridge"}"#
         ),
-        1.0
+        Some(1.0)
     );
     assert_eq!(
         s(r#"mcp_bridge_jsonrpc_requests_total{method="tools/call",server="default"}"#),
-        5.0
+        Some(5.0)
     );
     assert_eq!(
         s(r#"mcp_bridge_http_responses_total{method="POST",route="mcp",status="400"}"#),
-        1.0
+        Some(1.0)
     );
-    assert_eq!(s(r#"mcp_bridge_upstream_up{server="default"}"#), 1.0);
+    assert_eq!(s(r#"mcp_bridge_upstream_up{server="default"}"#), Some(1.0));
     assert!(t.contains(&format!(
         "mcp_bridge_build_info{{version=\"{}\"}} 1",
         env!("CARGO_PKG_VERSION")
@@ -101,22 +101,29 @@ async fn families_separate_the_three_failures_and_readiness_follows_the_child() 
     assert!(saw_down, "/readyz never said 503; log:\n{}", b.log.dump());
     assert!(back_up, "/readyz did not come back; log:\n{}", b.log.dump());
     let t = scrape(&c, &murl).await;
-    let s = |series: &str| sample(&t, series).unwrap_or(-1.0);
-    assert_eq!(s(r#"mcp_bridge_upstream_up{server="default"}"#), 1.0, "{t}");
+    let s = |series: &str| sample(&t, series);
+    assert_eq!(
+        s(r#"mcp_bridge_upstream_up{server="default"}"#),
+        Some(1.0),
+        "{t}"
+    );
     assert_eq!(
         s(r#"mcp_bridge_child_restarts_total{server="default"}"#),
-        1.0
+        Some(1.0)
     );
-    assert_eq!(s(r#"mcp_bridge_child_starts_total{server="default"}"#), 2.0);
+    assert_eq!(
+        s(r#"mcp_bridge_child_starts_total{server="default"}"#),
+        Some(2.0)
+    );
     assert_eq!(
         s(r#"mcp_bridge_child_exits_total{reason="exit_error",server="default"}"#),
-        1.0
+        Some(1.0)
     );
     assert_eq!(
         s(
             r#"mcp_bridge_jsonrpc_errors_total{code="-32000",method="tools/call",server="default",source="bridge"}"#
         ),
-        1.0
+        Some(1.0)
     );
 
     if let Ok(out) = std::process::Command::new("promtool")

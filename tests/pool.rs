@@ -35,12 +35,12 @@ async fn whoami_2026(c: &reqwest::Client, url: &str, id: u64) -> u32 {
     pid_of(&call_modern(c, url, json!(id), "whoami", json!({})).await)
 }
 
-/// Wait (bounded) until `series` reads `want`; the last value read.
-async fn gauge_reaches(m: &Scraper, series: &str, want: f64) -> f64 {
+/// Wait (bounded) until `series` reads `want`; the last value read (`None`: absent).
+async fn gauge_reaches(m: &Scraper, series: &str, want: f64) -> Option<f64> {
     let until = Instant::now() + T;
     loop {
         let v = metric_sum(&m.scrape().await, series, &[]);
-        if v == want || Instant::now() >= until {
+        if v == Some(want) || Instant::now() >= until {
             return v;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -70,7 +70,7 @@ async fn a_busy_pool_grows_and_an_idle_one_shrinks() {
     let c = client();
     assert_eq!(
         gauge_reaches(&m, "mcp_bridge_pool_children", 1.0).await,
-        1.0
+        Some(1.0)
     );
     let first = whoami_2026(&c, &b.url, 1).await;
     assert_eq!(
@@ -102,14 +102,14 @@ async fn a_busy_pool_grows_and_an_idle_one_shrinks() {
     assert!(alive(other));
     // Two at least (a third may start while both are busy: the pool's max is 3).
     let grown = metric_sum(&m.scrape().await, "mcp_bridge_pool_children", &[]);
-    assert!((2.0..=3.0).contains(&grown), "{grown}");
+    assert!(grown.is_some_and(|g| (2.0..=3.0).contains(&g)), "{grown:?}");
     let r = slow.await.unwrap();
     assert_eq!(r.status, 200, "{r:?}");
 
     // Idle for a second: back to one child, every other process stopped.
     assert_eq!(
         gauge_reaches(&m, "mcp_bridge_pool_children", 1.0).await,
-        1.0,
+        Some(1.0),
         "log:\n{}",
         b.log.dump()
     );
@@ -174,7 +174,7 @@ async fn two_sessions_eliciting_at_once_each_have_a_child() {
     let (sse_b, req_b) = ask_2025(&b, &bb, "bob").await;
     assert_eq!(
         metric_sum(&m.scrape().await, "mcp_bridge_calls_queued", &[]),
-        0.0
+        Some(0.0)
     );
     let text_b = answer_2025(&b, &bb, sse_b, &req_b, "Bob").await;
     let text_a = answer_2025(&b, &a, sse_a, &req_a, "Alice").await;
@@ -209,9 +209,15 @@ async fn parked_calls_on_two_children_resume_on_their_own() {
 async fn ready_at_pool_min() {
     let (b, m) = pool_bridge(&["--pool-min", "3"]).await;
     let text = m.scrape().await;
-    assert_eq!(metric_sum(&text, "mcp_bridge_pool_children", &[]), 3.0);
+    assert_eq!(
+        metric_sum(&text, "mcp_bridge_pool_children", &[]),
+        Some(3.0)
+    );
     // The gauge follows the children within a tick of the pool's task.
-    assert_eq!(gauge_reaches(&m, "mcp_bridge_upstream_up", 1.0).await, 1.0);
+    assert_eq!(
+        gauge_reaches(&m, "mcp_bridge_upstream_up", 1.0).await,
+        Some(1.0)
+    );
     // Three calls at once land on three children (least loaded first), none shares.
     let c = client();
     let calls: Vec<_> = (0..3)
@@ -224,7 +230,7 @@ async fn ready_at_pool_min() {
         .collect();
     assert_eq!(
         gauge_reaches(&m, "mcp_bridge_pool_busy_children", 3.0).await,
-        3.0,
+        Some(3.0),
         "log:\n{}",
         b.log.dump()
     );

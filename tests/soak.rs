@@ -183,7 +183,7 @@ async fn settle(m: &Scraper) -> bool {
         let text = m.scrape().await;
         let in_flight = metric_sum(&text, "mcp_bridge_calls_in_flight", &[]);
         let sse = metric_sum(&text, "mcp_bridge_sse_streams_open", &[]);
-        if in_flight == 0.0 && sse == 0.0 {
+        if in_flight == Some(0.0) && sse == Some(0.0) {
             return true;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -210,15 +210,11 @@ async fn fault(c: &SoakClient, k: &SoakCounts, m: &Scraper, bridge: u32, kill: b
     let want = (SoakCounts::get(&k.hangups) + SoakCounts::get(&k.cancels)) as f64;
     for _ in 0..200 {
         let text = m.scrape().await;
-        let got = metric_sum(
-            &text,
-            "mcp_bridge_cancellations_total",
-            &[("cause", "client_disconnect")],
-        ) + metric_sum(
-            &text,
-            "mcp_bridge_cancellations_total",
-            &[("cause", "client_notification")],
-        );
+        let cause = |c: &str| {
+            metric_sum(&text, "mcp_bridge_cancellations_total", &[("cause", c)])
+                .unwrap_or_else(|| panic!("no cancellations series for cause {c}:\n{text}"))
+        };
+        let got = cause("client_disconnect") + cause("client_notification");
         if got >= want {
             break;
         }

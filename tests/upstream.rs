@@ -17,11 +17,6 @@ use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
-/// A sample's value; absent reads as -1 (so an expected 0 cannot pass by absence).
-fn value(text: &str, series: &str) -> f64 {
-    sample(text, series).unwrap_or(-1.0)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gateway_carries_both_eras_progress_cancellation_and_metrics() {
     let far = Bridge::demo(&[]).await;
@@ -71,14 +66,14 @@ async fn gateway_carries_both_eras_progress_cancellation_and_metrics() {
 
     let t = scrape(&c, &metrics_url(&near).await).await;
     let ok = r#"mcp_bridge_tool_results_total{is_error="false",server="default",tool="echo"}"#;
-    assert_eq!(value(&t, ok), 3.0, "{t}");
+    assert_eq!(sample(&t, ok), Some(3.0), "{t}");
     let failed = r#"mcp_bridge_tool_results_total{is_error="true",server="default",tool="fail"}"#;
-    assert_eq!(value(&t, failed), 1.0, "{t}");
+    assert_eq!(sample(&t, failed), Some(1.0), "{t}");
     let upstream_err = r#"mcp_bridge_jsonrpc_errors_total{code="-32050",method="tools/call",server="default",source="upstream"}"#;
-    assert_eq!(value(&t, upstream_err), 1.0, "{t}");
+    assert_eq!(sample(&t, upstream_err), Some(1.0), "{t}");
     assert_eq!(
-        value(&t, r#"mcp_bridge_upstream_up{server="default"}"#),
-        1.0,
+        sample(&t, r#"mcp_bridge_upstream_up{server="default"}"#),
+        Some(1.0),
         "{t}"
     );
 }
@@ -153,10 +148,8 @@ async fn a_dead_remote_fails_each_call_and_the_gateway_stays_up() {
             .as_str()
             .unwrap_or_default()
             .to_owned();
-        assert!(
-            ["unreachable", "connection_lost", "connect_refused"].contains(&reason.as_str()),
-            "{r:?}"
-        );
+        // The far port refuses connections: README's `unreachable` (refused), every time.
+        assert_eq!(reason, "unreachable", "{r:?}");
     }
     // Health stays up; the near bridge answers whatever the remote does.
     let h = c.get(near.endpoint("/healthz")).send().await.expect("GET");
@@ -175,7 +168,17 @@ async fn a_dead_remote_fails_each_call_and_the_gateway_stays_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_stops_promptly_with_its_remote_up() {
     let far = Bridge::demo(&[]).await;
-    let mut near = Bridge::serve(&["--port", "0", "--upstream", &far.url]).await;
+    // A grace far longer than the wait below: with nothing in flight the gateway must not
+    // wait it out (its remote upstream's tasks once kept the daemon's tracker waiting).
+    let mut near = Bridge::serve(&[
+        "--port",
+        "0",
+        "--upstream",
+        &far.url,
+        "--shutdown-grace",
+        "60s",
+    ])
+    .await;
     near.wait_ready(T).await;
     let c = client();
     let s = Session::open(&c, &near.url).await;
@@ -184,7 +187,7 @@ async fn a_gateway_stops_promptly_with_its_remote_up() {
         "x"
     );
     near.signal(nix::sys::signal::Signal::SIGTERM);
-    let st = near.wait_exit(T).await;
+    let st = near.wait_exit(Duration::from_secs(10)).await;
     assert!(
         st.is_some_and(|s| s.success()),
         "{st:?}\n{}",

@@ -1,8 +1,9 @@
 //! Prometheus metrics as the tests read them: the address of the metrics listener as the
 //! binary logged it (serve and connect alike), one scrape that checks the exposition format,
-//! one sample looked up by its exact series name, and the sum of a metric's samples over the
-//! series whose labels match (`metric_sum`). `Scraper` scrapes again and again without keeping
-//! a connection open, for tests that count the bridge's fds between scrapes.
+//! one sample looked up by its exact series name (`sample`), and the sum of a metric's samples
+//! over the series whose labels match (`metric_sum`); both are `None` for a missing series.
+//! `Scraper` scrapes again and again without keeping a connection open, for tests that count
+//! the bridge's fds between scrapes.
 
 use std::time::Duration;
 
@@ -33,7 +34,9 @@ pub async fn scrape(c: &reqwest::Client, url: &str) -> String {
     r.text().await.expect("metrics body")
 }
 
-/// The value of the sample `series` (exact name and labels as exposed), if present.
+/// The value of the sample `series` (exact name and labels as exposed); `None` when the
+/// series is absent. The one way the tests read a series: a missing or renamed series is
+/// `None`, never a 0, so compare with `Some(0.0)` to say "exported and zero".
 pub fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines().find_map(|l| {
         l.strip_prefix(series)?
@@ -45,9 +48,11 @@ pub fn sample(text: &str, series: &str) -> Option<f64> {
 }
 
 /// The sum of the samples of metric `name` whose labels include every `(label, value)` of
-/// `want` (all of its samples when `want` is empty); 0 when there are none.
-pub fn metric_sum(text: &str, name: &str, want: &[(&str, &str)]) -> f64 {
-    text.lines()
+/// `want` (all of its samples when `want` is empty); `None` when no sample matches (a
+/// missing or renamed series is a failure, never a 0: compare with `Some(0.0)`).
+pub fn metric_sum(text: &str, name: &str, want: &[(&str, &str)]) -> Option<f64> {
+    let matching: Vec<f64> = text
+        .lines()
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let (series, v) = l.rsplit_once(' ')?;
@@ -60,7 +65,8 @@ pub fn metric_sum(text: &str, name: &str, want: &[(&str, &str)]) -> f64 {
                 .all(|(k, val)| labels.contains(&format!("{k}=\"{val}\"")));
             ok.then(|| v.parse::<f64>().ok()).flatten()
         })
-        .sum()
+        .collect();
+    (!matching.is_empty()).then(|| matching.iter().sum())
 }
 
 /// A metrics endpoint scraped over a fresh connection each time (no idle connection is kept,

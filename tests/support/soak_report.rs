@@ -17,8 +17,9 @@ pub struct SoakReport<'a> {
 }
 
 impl SoakReport<'_> {
-    /// (what, the client's count, the bridge's metric) for every count held against a metric.
-    fn pairs(&self) -> Vec<(&'static str, u64, f64)> {
+    /// (what, the client's count, the bridge's metric) for every count held against a metric
+    /// (`None`: the series is missing, which fails the check).
+    fn pairs(&self) -> Vec<(&'static str, u64, Option<f64>)> {
         let k = self.counts;
         let m = self.metrics;
         let g = SoakCounts::get;
@@ -119,6 +120,7 @@ impl SoakReport<'_> {
         );
         s += "| count | client | bridge metric |\n|---|---|---|\n";
         for (what, c, m) in self.pairs() {
+            let m = m.map_or("missing".to_owned(), |m| m.to_string());
             s += &format!("| {what} | {c} | {m} |\n");
         }
         s
@@ -136,7 +138,7 @@ impl SoakReport<'_> {
 
     pub fn check_metrics(&self) {
         for (what, c, m) in self.pairs() {
-            assert_eq!(c as f64, m, "{what}: client {c}, bridge {m}");
+            assert_eq!(Some(c as f64), m, "{what}: client {c}, bridge {m:?}");
         }
     }
 }
