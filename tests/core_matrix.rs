@@ -591,7 +591,7 @@ async fn the_same_counts_from_both_faces() {
             }
             assert_eq!(
                 metric_sum(&serve, "mcp_bridge_calls_in_flight", &[]),
-                0.0,
+                Some(0.0),
                 "{tag}"
             );
         }
