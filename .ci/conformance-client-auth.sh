@@ -30,8 +30,9 @@
 # not time out, and exited 0 unless the scenario allows a client error) and checks.json holds at
 # least one SUCCESS. Scenarios in EXPECTED_FAIL are printed as `XFAIL … (reason)` and counted
 # neither way; one that passes is printed as `XPASS … now passing: remove from EXPECTED_FAIL`
-# and counted as passed. Exit status 0 unless an unexpected scenario failed (or set-up failed).
-# Closing line: `N passed, M failed` (summed by .ci/run).
+# and counted as passed. Exit status 0 unless an unexpected scenario failed (or set-up failed)
+# or fewer scenarios were counted than expected: one per requested scenario not in EXPECTED_FAIL
+# (`expected: N checks`, 21 by default). Closing line: `N passed, M failed` (summed by .ci/run).
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" conformance-client-auth || exit 2
@@ -67,6 +68,20 @@ JOBS="${CONFORMANCE_AUTH_JOBS:-4}"
 TIMEOUT_MS="${CONFORMANCE_AUTH_TIMEOUT_MS:-45000}"
 HOST="$REPO/tests/interop/conformance_auth_host.py"
 
+if [ -n "${CONFORMANCE_AUTH_SCENARIOS:-}" ]; then
+  read -r -a SCENARIOS <<<"$CONFORMANCE_AUTH_SCENARIOS"
+else
+  SCENARIOS=("${AUTH_SCENARIOS[@]}")
+fi
+# One counted check per requested scenario that is not an expected failure (XFAIL is counted
+# neither way).
+expected=0
+for s in "${SCENARIOS[@]}"; do
+  printf '%s\n' "${CONFORMANCE_AUTH_EXPECTED_FAIL-$EXPECTED_FAIL_DEFAULT}" | tr ';' '\n' |
+    awk '{ print $1 }' | grep -qxF -- "$s" || expected=$((expected + 1))
+done
+ci_expect "$expected"
+
 ci_check_bin "$BIN"
 BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
 for f in "$HOST" "$REPO/tests/interop/oauth_browser.py"; do [ -f "$f" ] || die "$f missing"; done
@@ -81,11 +96,6 @@ ci_conformance_tools "$CACHE" "$SUITE_VERSION" "$NODE_MAJOR" || die "the conform
 log "node $("$NODE" --version), conformance $("$NODE" "$SUITE_JS" --version), bridge $BIN"
 
 # ---------------------------------------------------------------- run the scenarios
-if [ -n "${CONFORMANCE_AUTH_SCENARIOS:-}" ]; then
-  read -r -a SCENARIOS <<<"$CONFORMANCE_AUTH_SCENARIOS"
-else
-  SCENARIOS=("${AUTH_SCENARIOS[@]}")
-fi
 mkdir -p "$RESULTS" || die "cannot create $RESULTS"
 if [ -n "${CONFORMANCE_AUTH_EXPECTED_FAIL+set}" ]; then
   printf '%s\n' "$CONFORMANCE_AUTH_EXPECTED_FAIL" | tr ';' '\n' >"$RESULTS/expected-fail.txt"
@@ -127,7 +137,7 @@ wait
 log "all scenarios ran in $((SECONDS - T0))s"
 
 # ---------------------------------------------------------------- summary
-AUTH_ALL="${AUTH_SCENARIOS[*]}" python3 - "$RESULTS" "${CONFORMANCE_VERBOSE:-0}" "${SCENARIOS[@]}" <<'PY'
+out=$(AUTH_ALL="${AUTH_SCENARIOS[*]}" python3 - "$RESULTS" "${CONFORMANCE_VERBOSE:-0}" "${SCENARIOS[@]}" <<'PY'
 import glob, json, os, re, sys
 
 results, verbose = sys.argv[1], sys.argv[2] == "1"
@@ -236,6 +246,12 @@ print("results: %s" % results)
 print("%d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed else 0)
 PY
+)
+rc=$?
+ci_client_counts "$out" "$rc" || log "the summary printed no closing line (exit $rc)"
+ci_add "$CI_P" "$CI_F"
+ci_result
+[ "$CI_FAILED" -eq 0 ]
 status=$?
 log "took $((SECONDS - T0))s"
 exit "$status"

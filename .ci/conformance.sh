@@ -19,8 +19,11 @@
 #                           minted there must pass the near one untouched)
 #
 # Exit status: 0 only if every requested scenario ran and passed (at least one SUCCESS check,
-# no FAILURE, and no WARNING unless allowed). The suite's own exit code is not relied upon:
+# no FAILURE, and no WARNING unless allowed) and the bridge was still running at the end (a
+# bridge that died counts as one more failure). The suite's own exit code is not relied upon:
 # in full-suite mode it ignores WARNING checks and a scenario that crashed writes no results.
+# Expected count: one check per requested scenario (`expected: N checks`, 30 by default, the
+# list below); the summary fails when fewer passed.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" conformance || exit 2
@@ -122,6 +125,7 @@ if [ -n "${CONFORMANCE_SCENARIOS:-}" ]; then
 else
   SCENARIOS=("${ACTIVE_SCENARIOS[@]}")
 fi
+ci_expect "${#SCENARIOS[@]}"
 
 : >"$RESULTS/exit-codes.txt"
 for s in "${SCENARIOS[@]}"; do
@@ -183,7 +187,9 @@ for s in scenarios:
         for c in checks:
             print("       . [%s] %s %s" % (c.get("status"), c.get("id"), json.dumps(c.get("details", {}))[:400]))
 if not alive:
-    print("NOTE: the bridge process was no longer running at the end of the run")
+    # A bridge that died is a failure even if every scenario happened to pass before it did.
+    print("FAIL the bridge process was no longer running at the end of the run")
+    failed += 1
 print("\nresults: %s" % results)
 print("conformance: %d passed, %d failed" % (passed, failed))
 sys.exit(0 if failed == 0 and passed == len(scenarios) else 1)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Short fuzz runs: every cargo-fuzz target in fuzz/ on its committed corpus for a bounded
 # time (FUZZ_SECS each, 15 by default), failing on a crash, a leak or a broken invariant.
-# Each target counts as one check in the closing `N passed, M failed` line. The long runs
-# (>= 10 million executions each) and their figures are in fuzz/README.md.
+# Each target counts as one check in the closing `N passed, M failed` line; the script expects
+# FUZZ_TARGETS_EXPECTED (below) of them and fails when fewer ran (e.g. `cargo fuzz list` empty).
+# The long runs (>= 10 million executions each) and their figures are in fuzz/README.md.
 #
 # Needs the nightly toolchain (rustup); installs cargo-fuzz from crates.io if missing. The
 # fuzz build has its own target dir (fuzz/target) and is bounded by FUZZ_BUILD_TIMEOUT
@@ -10,6 +11,9 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" fuzz || exit 2
+# The targets in fuzz/fuzz_targets/ ([[bin]] in fuzz/Cargo.toml): raise it when one is added.
+FUZZ_TARGETS_EXPECTED=8
+ci_expect "$FUZZ_TARGETS_EXPECTED"
 cd "$(dirname "$0")/../fuzz" || die "no fuzz/ directory"
 secs="${FUZZ_SECS:-15}"
 rustup run nightly rustc --version >/dev/null 2>&1 ||

@@ -21,6 +21,9 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-connect || exit 2
+# Floor: one check per checker run (3 python host modes + pinned 2025, 2 TypeScript hosts, 3
+# against the stateful Python remote, 2 against the stateless one); not yet the measured total.
+ci_expect 11
 
 SDK_VERSION=2.3.0
 TS_SDK_VERSION=1.32.2

@@ -33,6 +33,9 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-eras || exit 2
+# Floor: per scenario the child-era check and at least one client check (4 scenarios by
+# default); not yet the measured total.
+ci_expect $((2 * $(wc -w <<<"${INTEROP_ERAS_SCENARIOS:-py2026-everything py2026-demo-legacy ts2025-python-modern ts2025-demo-modern}")))
 
 PY_SDK_VERSION=2.3.0
 TS_SDK_VERSION=1.32.2

@@ -19,6 +19,11 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-python || exit 2
+# Floor: the client's 10 unconditional checks per mode (tools/list, echo, slow progress, the
+# cancel-scope and read-timeout cancellations with their wire checks and the calls after them,
+# slow after cancels); a measured total would be stricter: raise it when checks are added.
+n_modes=$(wc -w <<<"${INTEROP_MODES:-auto legacy 2026}")
+ci_expect $((10 * n_modes))
 
 SDK_VERSION=2.3.0
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -30,6 +30,8 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-upstream || exit 2
+# Floor only (not yet the measured total): at least one check ran. Raise it to a passing run's count.
+ci_expect 1
 
 SDK_VERSION=2.3.0
 TS_SDK_VERSION=1.32.2

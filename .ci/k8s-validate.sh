@@ -10,6 +10,9 @@
 # Env:    K8S_VALIDATE_VERSION (default 1.37.0), K8S_VERSION (default 1.34.0),
 #         K8S_VALIDATE_VENV (default target/k8s-validate-venv), INTEROP_PYTHON (default python3)
 # Output: one PASS/FAIL line per document and per check, then `N passed, M failed`.
+# Expected count (`expected: N checks`): 12 for the default files (5 documents, "a Deployment is
+# present", 6 checks of the Deployment); with FILE arguments at least 7 (one Deployment and its
+# checks). Fewer checks than that, e.g. no Deployment, is a failure.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" k8s-validate || exit 2
@@ -20,7 +23,8 @@ VALIDATOR_VERSION="${K8S_VALIDATE_VERSION:-1.37.0}"
 K8S_VERSION="${K8S_VERSION:-1.34.0}"
 VENV="${K8S_VALIDATE_VENV:-$REPO/target/k8s-validate-venv}"
 BOOT="${INTEROP_PYTHON:-python3}"
-if [ "$#" -gt 0 ]; then FILES=("$@"); else FILES=(examples/kubernetes/*.yaml); fi
+# Raise 12 when a document or a Deployment check is added.
+if [ "$#" -gt 0 ]; then FILES=("$@"); ci_expect 7; else FILES=(examples/kubernetes/*.yaml); ci_expect 12; fi
 [ -f "${FILES[0]}" ] || die "no manifest: ${FILES[*]}"
 
 KV="$VENV/bin/python"
@@ -33,7 +37,7 @@ if ! "$KV" -c "import importlib.metadata as m, sys; sys.exit(m.version('kubernet
     die "pip install kubernetes-validate==$VALIDATOR_VERSION failed"
 fi
 
-"$KV" - "$K8S_VERSION" "${FILES[@]}" <<'PY'
+out=$("$KV" - "$K8S_VERSION" "${FILES[@]}" <<'PY'
 import sys
 
 import kubernetes_validate
@@ -68,6 +72,8 @@ for path in files:
         if doc.get("kind") == "Deployment":
             deployments.append((name, doc))
 
+report(len(deployments) > 0, "a Deployment is present", f"{len(deployments)} found")
+
 # What the replicas need of the Deployment.
 for name, d in deployments:
     pod = d["spec"]["template"]["spec"]
@@ -96,3 +102,9 @@ for name, d in deployments:
 print(f"{passed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
 PY
+)
+rc=$?
+ci_client_counts "$out" "$rc" || log "the validator printed no summary (exit $rc)"
+ci_add "$CI_P" "$CI_F"
+ci_result
+[ "$CI_FAILED" -eq 0 ]

@@ -5,8 +5,15 @@
 #   . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" NAME || exit 2
 #
 # NAME (e.g. interop-python) prefixes the log lines. Provides:
-#   log MSG / die MSG         `[NAME] MSG` on stderr; die also prints `0 passed, 1 failed` (so
-#                             .ci/run counts the script as failed) and exits 2
+#   log MSG / die MSG         `[NAME] MSG` on stderr; die also prints the closing line with one
+#                             more failure (so .ci/run counts the script as failed) and exits 2
+#   ci_expect N               declare how many checks the script runs (a constant in the script,
+#                             raised when checks are added); prints `expected: N checks` at once,
+#                             so .ci/run knows it even if the script dies later
+#   ci_is_ci                  true when CI=1 or CI=true is in the environment
+#   ci_skip REASON            outside CI: `skipped: REASON`, the closing line, exit 0 (a visible
+#                             skip); under CI a skip is a failure: `FAIL skipped under CI: REASON`,
+#                             the closing line, exit 1
 #   ci_check_bin BIN          die unless the bridge binary is executable
 #   ci_python_venv VENV VERSION BOOT
 #                             make VENV hold PyPI mcp==VERSION (idempotent; created with the
@@ -32,7 +39,9 @@
 #   ci_client_counts OUT RC   print a checker's output minus its closing `N passed, M failed`
 #                             line; set CI_P / CI_F (and CI_SUMMARY) from that line
 #   ci_add P F / ci_result    running totals CI_PASSED / CI_FAILED and the closing line
-#                             `N passed, M failed` that .ci/run sums
+#                             `N passed, M failed` that .ci/run sums; ci_result first counts one
+#                             more failure when fewer checks ran than ci_expect declared (or when
+#                             nothing was declared), so a script that ran nothing cannot pass
 #
 # Plain bash, safe under `set -uo pipefail`. The wait functions return 0 when ready, 1 when
 # time ran out and 2 when PID exited first.
@@ -43,14 +52,34 @@ CI_FAILED=0
 CI_P=0
 CI_F=0
 CI_SUMMARY=
+CI_EXPECTED=
 # A checker's (or a script's) closing line.
 CI_COUNTS_RE='^[0-9]+ passed, [0-9]+ failed$'
 
 log() { printf '[%s] %s\n' "$CI_NAME" "$*" >&2; }
 die() {
   log "ERROR: $*"
-  echo "0 passed, 1 failed"
+  echo "$CI_PASSED passed, $((CI_FAILED + 1)) failed"
   exit 2
+}
+
+# ---------------------------------------------------------------- expected counts and skips
+# The `expected: N checks` line is what .ci/run puts in its table's "expected" column.
+ci_expect() {
+  CI_EXPECTED="$1"
+  echo "expected: $CI_EXPECTED checks"
+}
+ci_is_ci() { case "${CI:-}" in 1 | true | TRUE | True) return 0 ;; *) return 1 ;; esac; }
+ci_skip() {
+  if ci_is_ci; then
+    echo "FAIL skipped under CI (CI=$CI): $*"
+    ci_add 0 1
+    ci_result
+    exit 1
+  fi
+  echo "skipped: $* (a failure under CI=1)"
+  echo "$CI_PASSED passed, $CI_FAILED failed"
+  exit 0
 }
 
 ci_check_bin() {
@@ -191,4 +220,16 @@ ci_client_counts() {
   return "$ret"
 }
 ci_add() { CI_PASSED=$((CI_PASSED + $1)); CI_FAILED=$((CI_FAILED + $2)); }
-ci_result() { echo "$CI_PASSED passed, $CI_FAILED failed"; }
+ci_result() {
+  local ran=$((CI_PASSED + CI_FAILED))
+  if [ -z "$CI_EXPECTED" ]; then
+    echo "FAIL no expected count declared (ci_expect N)"
+    CI_FAILED=$((CI_FAILED + 1))
+  elif [ "$ran" -lt "$CI_EXPECTED" ]; then
+    echo "FAIL only $ran of the $CI_EXPECTED expected checks ran"
+    CI_FAILED=$((CI_FAILED + 1))
+  elif [ "$ran" -gt "$CI_EXPECTED" ]; then
+    log "note: $ran checks ran, more than the $CI_EXPECTED expected: raise the script's count"
+  fi
+  echo "$CI_PASSED passed, $CI_FAILED failed"
+}

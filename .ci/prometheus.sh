@@ -4,13 +4,21 @@
 # counts are then read back through Prometheus' HTTP query API. Then the same for
 # `mcp-bridge connect` in front of that serve (a host script on its stdin), including the
 # remote going away (a transport failure) and coming back wanting another token (an HTTP 401).
-# Also runs `promtool check metrics` on a scrape of each. Ends with one line: "N passed, M failed".
+# Also runs `promtool check metrics` on a scrape of each, and evaluates every query of the
+# Grafana dashboard and the README (at least PROMQL_QUERIES_EXPECTED of them must be extracted).
+# Expects CI_EXPECT checks (below); fewer is a failure. Ends with one line: "N passed, M failed".
 #
 # Uses $MCP_BRIDGE_BIN when set, else builds a debug binary. Needs curl and jq.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" prometheus || exit 2
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
+# One per ok/bad pair below: serve 3 + 21 `expect`s, connect 3 + 22 `expect`s, then connect's
+# stdout, the token, the query count and the queries. Raise it when a check is added.
+CI_EXPECT=53
+# The dashboard's 23 panel queries and the README's 7 promql examples: raise it when adding one.
+PROMQL_QUERIES_EXPECTED=30
+ci_expect "$CI_EXPECT"
 
 ok() { echo "ok   $*"; ci_add 1 0; }
 bad() { echo "FAIL $*"; ci_add 0 1; }
@@ -239,14 +247,21 @@ grep -q -- "$token" "$work/connect.log" && bad "the bearer token reached connect
 
 # Every query of the Grafana dashboard and of the README's examples parses and evaluates.
 bad_q=0
+n_q=0
 while IFS= read -r q; do
   [ -z "$q" ] && continue
+  n_q=$((n_q + 1))
   st=$(curl -sG --max-time 5 --data-urlencode "query=$q" "$api" | jq -r '.status' 2>/dev/null)
   [ "$st" = success ] || { echo "   query fails: $q"; bad_q=$((bad_q + 1)); }
 done < <(
   jq -r '.panels[].targets[].expr' examples/grafana-dashboard.json | grafana_vars
   sed -n '/^```promql$/,/^```$/p' README.md | grep -v '^```' | grep -v '^#' | paste -sd' ' | sed 's/  */ /g; s/) \(sum\|histogram_quantile\|increase\)/)\n\1/g'
 )
+if [ "$n_q" -ge "$PROMQL_QUERIES_EXPECTED" ]; then
+  ok "$n_q dashboard and README queries extracted (at least $PROMQL_QUERIES_EXPECTED)"
+else
+  bad "only $n_q dashboard and README queries extracted, $PROMQL_QUERIES_EXPECTED expected"
+fi
 [ "$bad_q" -eq 0 ] && ok "dashboard and README queries evaluate" || bad "$bad_q dashboard/README queries fail"
 
 finish

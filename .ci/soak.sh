@@ -14,11 +14,15 @@
 #   SOAK_REQUESTS    requests (default 20000; the full run is 1000000, see benches/RESULTS.md)
 #   SOAK_TIMEOUT     wall-clock bound in seconds for the whole script (default 110)
 #
-# Output: the soak's figures and cargo's `test result:` line; exit 0 only if it passed.
+# Output: the soak's figures, cargo's `test result:` line, then `N passed, M failed` from that
+# line. Expects 1 check (the `soak` test): a renamed or filtered-out test (`0 passed`) fails.
+# Exit 0 only if it passed.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" soak || exit 2
 cd "$(dirname "$0")/.." || die "no repository"
+# The one `soak` test in tests/soak.rs.
+ci_expect 1
 
 export MCP_BRIDGE_BIN="${MCP_BRIDGE_BIN:-$PWD/target/release/mcp-bridge}"
 ci_check_bin "$MCP_BRIDGE_BIN"
@@ -28,9 +32,19 @@ limit="${SOAK_TIMEOUT:-110}"
 export SOAK_MAX_SECS="${SOAK_MAX_SECS:-$((limit - 15))}"
 
 log "soak: $SOAK_REQUESTS requests against $MCP_BRIDGE_BIN (bound ${limit}s)"
-timeout --kill-after=5 "$limit" cargo test --quiet --test soak -- --ignored --exact soak --nocapture
-rc=$?
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+timeout --kill-after=5 "$limit" cargo test --quiet --test soak -- --ignored --exact soak --nocapture 2>&1 |
+  tee "$out"
+rc=${PIPESTATUS[0]}
 if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
   die "the soak ran out of its ${limit}s bound"
 fi
-exit "$rc"
+# cargo's own count, e.g. `test result: ok. 1 passed; 0 failed; 0 ignored; ...`.
+counts=$(sed -nE 's/^test result: [a-zA-Z]+\. ([0-9]+) passed; ([0-9]+) failed.*/\1 \2/p' "$out" | tail -n1)
+[ -n "$counts" ] || die "no \`test result:\` line from cargo (exit $rc)"
+read -r p f <<<"$counts"
+[ "$rc" -ne 0 ] && [ "$f" -eq 0 ] && f=1
+ci_add "$p" "$f"
+ci_result
+[ "$CI_FAILED" -eq 0 ]

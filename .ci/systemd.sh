@@ -2,11 +2,14 @@
 # The systemd units in systemd/: `systemd-analyze verify` (syntax, directives, that ExecStart
 # and the socket's Service= resolve), and `systemd-analyze security --offline` with a ceiling
 # on the exposure score so the sandbox cannot silently loosen. Needs systemd-analyze (Debian
-# package `systemd`); runs without a running systemd. Last line: `N passed, M failed`.
+# package `systemd`); runs without a running systemd. Expects 3 checks (verify, security,
+# check-config); fewer is a failure. Last line: `N passed, M failed`.
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" systemd || exit 2
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
+# verify, security, check-config: raise it when a check is added.
+ci_expect 3
 bin="${MCP_BRIDGE_BIN:-$PWD/target/debug/mcp-bridge}"
 max_exposure="${MCP_BRIDGE_MAX_EXPOSURE:-2.0}"
 ok() { echo "ok: $*"; ci_add 1 0; }
