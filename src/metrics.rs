@@ -42,6 +42,17 @@ pub const DROP_REASONS: &[&str] = &[
 
 /// Why an exchange with a remote upstream got no usable HTTP answer (the `reason` label), all
 /// exported from the start. The same words are the `data.reason` of the call's `-32000` error.
+/// The `reason` label values of `mcp_bridge_child_exits_total` (every value `child_exited` is
+/// given), exported at 0 for each server.
+pub const CHILD_EXIT_REASONS: &[&str] = &[
+    "exit_ok",
+    "exit_error",
+    "startup",
+    "probe_failed",
+    "stopped",
+    "wait_failed",
+];
+
 pub const TRANSPORT_FAILURE_REASONS: &[&str] = &[
     "unreachable",
     "dns",
@@ -426,6 +437,9 @@ impl Metrics {
         self.child_restarts.with_label_values(&[server]);
         self.upstream_up.with_label_values(&[server]);
         self.calls_queued.with_label_values(&[server]);
+        for r in CHILD_EXIT_REASONS {
+            self.child_exits.with_label_values(&[server, r]);
+        }
     }
 
     /// Export a remote upstream's per-server series at 0 before anything happens to it.
@@ -515,6 +529,7 @@ impl Metrics {
         self.child_starts.with_label_values(&[server]).inc();
     }
     pub fn child_exited(&self, server: &str, reason: &'static str) {
+        debug_assert!(CHILD_EXIT_REASONS.contains(&reason), "{reason}");
         self.child_exits.with_label_values(&[server, reason]).inc();
     }
     pub fn set_up(&self, server: &str, up: bool) {

@@ -124,7 +124,11 @@ async fn legacy_host_to_2025_remote_relays_server_requests() {
     let mut h = Host::start(&serve.url, &["--protocol", "2025-11-25"]);
     let init = h.initialize("2025-11-25", json!({"roots": {"listChanged": true}}));
     assert_eq!(init["protocolVersion"], "2025-11-25");
-    assert!(h.log.wait_find("session id kept").is_some(), "{}", h.log.dump());
+    assert!(
+        h.log.wait_find("session id kept").is_some(),
+        "{}",
+        h.log.dump()
+    );
     h.request(
         json!(1),
         "tools/call",

@@ -229,7 +229,11 @@ async fn rmcp_stateful_2025_session_legacy_host() {
     let mut h = Host::start(&url, &["--protocol", "2025-11-25"]);
     h.initialize("2025-11-25", json!({}));
     exercise(&mut h, false, &cancelled).await;
-    assert!(h.log.wait_find("session id kept").is_some(), "{}", h.log.dump());
+    assert!(
+        h.log.wait_find("session id kept").is_some(),
+        "{}",
+        h.log.dump()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
