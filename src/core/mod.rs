@@ -53,6 +53,7 @@
 //!    [`LISTEN_SETUP`]). Serve and connect each had a copy, with different bounds.
 
 pub mod caller;
+pub mod held;
 pub mod inbox;
 pub mod meter;
 
@@ -267,7 +268,7 @@ pub async fn kept_by_bridge(
     upstream_era: Option<Era>,
     method: &str,
     params: Option<&RawValue>,
-    subs: &crate::era::held::Subscriptions,
+    subs: &crate::core::held::Subscriptions,
 ) -> Option<crate::call::Outcome> {
     use crate::call::Outcome;
     let on = match method {

@@ -1,8 +1,6 @@
 //! Era translation: everything that maps one protocol era onto the other, in one module tree
 //! that both faces (and the remote upstream) use, so a rule holds the same in both directions.
 //!
-//! - [`held`]: the listen held on a 2026 upstream for a 2025 caller (its filter, its
-//!   subscription set, re-opening and backoff), relayed in 2025 form by both faces;
 //! - [`lifecycle`]: `initialize` ⇄ `server/discover` synthesis (a 2025 client of a 2026
 //!   upstream, a 2026 client of a 2025 upstream);
 //! - [`mrtr`]: multi-round-trip requests: signed `requestState` (with the signer's key id, so
@@ -15,9 +13,10 @@
 //! - [`rounds`]: the driver of a 2025 caller's input rounds with a 2026 upstream (both faces
 //!   run it; each supplies a `RoundsFace` for its transport).
 //!
-//! Result translation (2025 ⇄ 2026 result shapes) is pure byte work in `crate::protocol`.
+//! Result translation (2025 ⇄ 2026 result shapes) is pure byte work in `crate::protocol`. The
+//! listen held for a 2025 caller on a 2026 upstream is per-caller state, so it lives in
+//! `crate::core::held` (it starts its call through `core::start`; `era` stays below `core`).
 
-pub mod held;
 pub mod lifecycle;
 pub mod mrtr;
 pub mod notifications;

@@ -68,7 +68,7 @@ pub struct Session {
     /// Ids (raw JSON) of requests the child sent this session and that await an answer.
     server_requests: Bounded<String, ()>,
     /// The session's resource subscriptions (a 2026 child: the listen its GET stream holds).
-    pub subs: Arc<crate::era::held::Subscriptions>,
+    pub subs: Arc<crate::core::held::Subscriptions>,
     pub get_stream_open: AtomicBool,
     /// Cancelled when the session ends (DELETE, expiry, shutdown).
     pub closed: CancellationToken,
@@ -108,7 +108,7 @@ impl Session {
             last_seen: Mutex::new(Instant::now()),
             inflight: Bounded::new(MAX_CALLS),
             server_requests: Bounded::new(MAX_SERVER_REQUESTS),
-            subs: crate::era::held::Subscriptions::new(),
+            subs: crate::core::held::Subscriptions::new(),
             get_stream_open: AtomicBool::new(false),
             closed: CancellationToken::new(),
             _gauge: crate::face::respond::GaugeGuard::new(gauge),

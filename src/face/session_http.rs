@@ -4,7 +4,7 @@
 //!
 //! The GET stream carries what the upstream sends outside any call. A 2026 upstream has no
 //! such stream, so the session's GET stream holds a `subscriptions/listen` of the bridge's own
-//! on it (`era::held`, the same rules as connect's stdio face: filter, re-opening, backoff)
+//! on it (`core::held`, the same rules as connect's stdio face: filter, re-opening, backoff)
 //! and writes out what that yields; a child restart re-opens it, so the stream never goes
 //! silent while it stays open. Calls go through `run` like every other POST
 //! (or `rounds`, for a 2026 upstream that may ask for input); this module reaches down to
@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::call::{CallCtx, UpstreamEvent};
-use crate::era::held::HeldListen;
+use crate::core::held::HeldListen;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::run::{accepts, header_str, tool_name, CallRequest, PostCtx};
 use crate::face::session::{mint_id, InflightGuard, Session};

@@ -1,6 +1,6 @@
 //! Listens of the stdio face across eras: `subscriptions/listen`, remote resource
 //! subscriptions, host-local 2025 requests, and the task that writes out the listen held on a
-//! 2026 remote for a 2025 host (its rules are `era::held`'s, shared with the HTTP face).
+//! 2026 remote for a 2025 host (its rules are `core::held`'s, shared with the HTTP face).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use tracing::{debug, info, warn};
 
 use super::{lock, Face, Listener, Stop, Who, LISTEN_SETUP};
 use crate::call::{cancel_cause, Call, CallCtx, Outcome, RELEASED_BY_BRIDGE};
-use crate::era::held::HeldListen;
+use crate::core::held::HeldListen;
 use crate::era::notifications::{acknowledgement, completion_result, Honoured};
 use crate::jsonrpc::{self, Fields};
 use crate::protocol::Era;

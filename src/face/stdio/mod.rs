@@ -74,8 +74,8 @@ use crate::call::{
     RELEASED_BY_BRIDGE,
 };
 use crate::core::caller::{Bounded, Caller};
+use crate::core::held::Subscriptions;
 use crate::core::meter::{Meter, Tracked};
-use crate::era::held::Subscriptions;
 use crate::era::mrtr::{self, ParkStore, StateSigner};
 use crate::era::notifications::{Honoured, ResourceSubs};
 use crate::error::BridgeError;
