@@ -126,7 +126,7 @@ fn auth(a: mcp_bridge::cli::AuthCommand) -> ExitCode {
 
 /// The `serve` flags the user set (on the command line or through their environment
 /// variable): they override the configuration file, and some only make sense together.
-fn given_flags(m: &clap::ArgMatches) -> mcp_bridge::config::Given {
+fn given_flags(m: &clap::ArgMatches) -> mcp_bridge::cli::plan::Given {
     use clap::parser::ValueSource;
     let Some(serve) = m.subcommand_matches("serve") else {
         return Default::default();

@@ -1,10 +1,12 @@
 //! The command line: subcommands and their flags. `serve`'s become a [`crate::config::Plan`]
-//! (`Plan::solo`, or the file's with the flags over it); the remote flags `connect` and `serve
-//! --upstream` share live in [`remote`], value parsers in [`parse`].
+//! ([`plan`]: `solo`, or the file's with the flags over it). The remote and OAuth flags
+//! `connect` and `serve --upstream` share are `config::remote`'s and `config::oauth`'s (a
+//! config file's `url` server fills the same structs), value parsers `config::units`'.
 
 pub mod connect;
-pub mod parse;
-pub mod remote;
+pub mod plan;
+#[cfg(test)]
+mod plan_tests;
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -12,8 +14,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use parse::parse_kv;
-pub use parse::{duration_from_secs, parse_duration, parse_size};
+pub use crate::config::units::{duration_from_secs, parse_duration, parse_kv, parse_size};
+pub use crate::config::Isolation;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -90,14 +92,6 @@ pub struct CheckConfigArgs {
     /// Also check an `mcpServers` JSON file, as `serve --servers-json` would read it.
     #[arg(long, value_name = "FILE")]
     pub servers_json: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
-pub enum Isolation {
-    /// All clients share one child process.
-    Shared,
-    /// Each 2025 session gets its own child (2026 clients use the shared one).
-    Session,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
@@ -279,11 +273,11 @@ pub struct ServeArgs {
     pub cluster_ca_file: Option<PathBuf>,
     /// How to reach the --upstream server (the same flags as `connect`).
     #[command(flatten)]
-    pub remote: remote::RemoteArgs,
+    pub remote: crate::config::remote::RemoteArgs,
     /// The --upstream server's OAuth login (connect's flags; a daemon never opens a browser:
     /// it uses a login kept by `mcp-bridge auth login URL`, refreshing it).
     #[command(flatten)]
-    pub oauth: connect::OAuthArgs,
+    pub oauth: crate::config::oauth::OAuthArgs,
     /// The stdio server to publish: CMD ARGS (after `--`).
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,

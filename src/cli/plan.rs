@@ -1,17 +1,103 @@
-//! The `serve` flags over a configuration file: which flags a file excludes (`check_overrides`),
-//! which need `--upstream` or a child (`check_solo`), and each explicit flag applied over the
-//! plan the file gave (`apply_overrides`). Kept apart from reading the file (`config`), which
-//! never looks at flags.
+//! `serve`'s flags become a [`Plan`]: plain `serve` (`-- CMD`, `--demo`, `--upstream URL`) is
+//! a one-server plan ([`solo`]); with a configuration file, which flags the file excludes
+//! (`check_overrides`), which need `--upstream` or a child (`check_solo`), and each explicit
+//! flag applied over the plan the file gave (`apply_overrides`). Here, in `cli`, because
+//! `config` reads files and never looks at flags: `config` sits below `cli`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use super::{pool, Plan, ServerSpec, Target};
-use crate::cli::remote;
-use crate::cli::{Isolation, ServeArgs};
+use std::path::PathBuf;
+
+use super::ServeArgs;
+use crate::config::oauth::{oauth_ids, with_login};
+use crate::config::remote::{self, Naming};
+use crate::config::{pool, CommandSpec, Isolation, Plan, RemoteSpec, Resolved, ServerSpec, Target};
+use crate::upstream::pool::PoolSize;
 
 /// `serve` flags given explicitly on the command line (or by environment), by clap argument id.
 pub type Given = std::collections::HashSet<String>;
+
+/// Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`): one server, from the flags. Errors
+/// are usage errors (they name flags).
+pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
+    if !args.path.starts_with('/') {
+        return Err(format!("--path must start with '/': {:?}", args.path));
+    }
+    if args.demo && !args.command.is_empty() {
+        return Err("give either --demo or a command after --, not both".into());
+    }
+    if args.upstream.is_none() {
+        let pool = args.pool_size();
+        pool.check()?;
+        pool::fits(pool, args.isolation)?;
+    }
+    let child = |command: PathBuf, a: Vec<String>| {
+        Target::Command(CommandSpec {
+            command,
+            args: a,
+            env: args.env.clone(),
+            pass_environment: args.pass_environment,
+            cwd: args.cwd.clone(),
+            pool: args.pool_size(),
+        })
+    };
+    let target = if let Some(url) = &args.upstream {
+        let cfg = args.remote.config(url, args.probe_timeout, Naming::Flags)?;
+        Target::Url(RemoteSpec(with_login(cfg, &args.oauth, true)?))
+    } else if args.demo {
+        let exe =
+            std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
+        let era = args.demo_era.as_str().to_owned();
+        child(exe, vec!["demo-server".into(), "--era".into(), era])
+    } else {
+        let Some((cmd, rest)) = args.command.split_first() else {
+            return Err(
+                "no server to publish: give --demo, `-- CMD ARGS`, --upstream URL \
+                        or --config FILE"
+                    .into(),
+            );
+        };
+        child(PathBuf::from(cmd), rest.to_vec())
+    };
+    let limits = Resolved {
+        call_timeout: args.call_timeout,
+        start_wait: args.start_wait,
+        probe_timeout: args.probe_timeout,
+        park_timeout: args.park_timeout,
+        attribution_wait: args.attribution_wait,
+        session_timeout: args.session_timeout,
+        max_sessions: args.max_sessions.max(1),
+        max_body: args.max_body,
+        max_line: args.max_line,
+        shutdown_grace: args.shutdown_grace,
+        stdin_grace: args.stdin_grace,
+        term_grace: args.term_grace,
+        keepalive: args.keepalive.max(Duration::from_millis(100)),
+    };
+    Ok(Plan {
+        listen: vec![args.addr()],
+        allow_origins: args.allow_origin.clone(),
+        auth: args.auth.clone(),
+        public_url: None,
+        metrics_listen: args.metrics_listen,
+        metrics_on_main: args.metrics_on_main,
+        shutdown_grace: args.shutdown_grace,
+        conn: args.conn_limits(),
+        default_server: None,
+        servers: vec![ServerSpec {
+            name: args.name.clone(),
+            path: args.path.clone(),
+            target,
+            isolation: args.isolation,
+            limits,
+        }],
+        solo: true,
+        cluster_key_file: args.cluster_key_file.clone(),
+        advertise_url: args.advertise_url.clone(),
+        cluster_ca_file: args.cluster_ca_file.clone(),
+    })
+}
 
 /// Flags that have no meaning next to a configuration file (besides the remote ones).
 const NOT_WITH_CONFIG: &[&str] = &["path", "demo", "demo_era", "name", "command", "upstream"];
@@ -44,9 +130,7 @@ fn flag_name(id: &str) -> String {
 /// Check that the explicit flags make sense with a configuration file. The remote flags are
 /// refused too: a url server's headers and token belong to it, not to every server.
 pub fn check_overrides(given: &Given) -> Result<(), String> {
-    let remote = remote::ids()
-        .into_iter()
-        .chain(crate::cli::connect::oauth_ids());
+    let remote = remote::ids().into_iter().chain(oauth_ids());
     let not = NOT_WITH_CONFIG.iter().map(|s| s.to_string()).chain(remote);
     for f in not {
         if given.contains(&f) {
@@ -63,9 +147,7 @@ pub fn check_overrides(given: &Given) -> Result<(), String> {
 /// `--upstream`, which in turn has no child for the child flags.
 pub fn check_solo(args: &ServeArgs, given: &Given) -> Result<(), String> {
     if args.upstream.is_none() {
-        let mut remote = remote::ids()
-            .into_iter()
-            .chain(crate::cli::connect::oauth_ids());
+        let mut remote = remote::ids().into_iter().chain(oauth_ids());
         if let Some(f) = remote.find(|f| given.contains(f)) {
             return Err(format!(
                 "{} belongs to --upstream URL (a remote server)",
@@ -213,8 +295,7 @@ fn apply_server(s: &mut ServerSpec, args: &ServeArgs, g: &GivenFn) -> Result<(),
     }
     if let Target::Command(c) = &mut s.target {
         given!(g, c <- args: pass_environment, cwd);
-        pool::override_with(&mut c.pool, args, g)
-            .map_err(|e| format!("server {:?}: {e}", s.name))?;
+        override_with(&mut c.pool, args, g).map_err(|e| format!("server {:?}: {e}", s.name))?;
         pool::fits(c.pool, s.isolation).map_err(|e| format!("server {:?}: {e}", s.name))?;
         if g("env") {
             for (k, v) in &args.env {
@@ -224,4 +305,25 @@ fn apply_server(s: &mut ServerSpec, args: &ServeArgs, g: &GivenFn) -> Result<(),
         }
     }
     Ok(())
+}
+
+/// The pool flags given on the command line over a server's `pool` from the file; `given`
+/// says which flags were.
+fn override_with(
+    p: &mut PoolSize,
+    args: &ServeArgs,
+    given: &dyn Fn(&str) -> bool,
+) -> Result<(), String> {
+    let flags = args.pool_size();
+    if given("pool_min") {
+        p.min = flags.min;
+        p.max = p.max.max(p.min);
+    }
+    if given("pool_max") {
+        p.max = flags.max;
+    }
+    if given("pool_idle") {
+        p.idle = flags.idle;
+    }
+    p.check()
 }

@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::cli::connect::OAuthArgs;
-use crate::cli::remote::{self, Naming, ProtocolChoice, RemoteArgs};
-use crate::cli::{duration_from_secs, parse_duration, parse_size};
+use super::oauth::OAuthArgs;
+use super::remote::{self, Naming, ProtocolChoice, RemoteArgs};
+use super::units::{duration_from_secs, parse_duration, parse_size};
 
 // ---------------------------------------------------------------------------------------------
 // The file as written
@@ -515,15 +515,15 @@ impl Limits {
     }
 
     /// The connection limits, defaults filled in.
-    pub fn conn(&self) -> crate::face::accept::ConnLimits {
-        let d = crate::face::accept::ConnLimits::default();
-        crate::face::accept::ConnLimits::new(
+    pub fn conn(&self) -> super::limits::ConnLimits {
+        let d = super::limits::ConnLimits::default();
+        super::limits::ConnLimits::new(
             self.header_timeout.map_or(d.header_timeout, |v| v.0),
             self.body_timeout.map_or(d.body_timeout, |v| v.0),
             self.idle_timeout.map_or(d.idle_timeout, |v| v.0),
             Some(self.max_connections.unwrap_or(d.max_connections)),
             self.max_streams.unwrap_or(d.max_streams),
-            crate::face::accept::H2Limits::new(
+            super::limits::H2Limits::new(
                 self.h2_max_concurrent_streams,
                 self.h2_max_header_list_size.map(|s| s.0),
                 self.h2_max_pending_resets,

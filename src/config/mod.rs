@@ -7,20 +7,26 @@
 //! global ones), every server validated. A `Plan` is plain data and comparable, so a reload can
 //! tell added, removed, changed and unchanged servers apart by comparing [`ServerSpec`]s.
 //! Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`) is a one-server plan too
-//! ([`Plan::solo`]): the daemon runs both the same way.
+//! (`cli::plan::solo`): the daemon runs both the same way.
+//!
+//! `config` is below `cli`: it imports nothing from it. What both the flags and the file fill
+//! lives here — the remote's settings ([`remote`]), the OAuth login's ([`oauth`]), the value
+//! parsers ([`units`]) — and turning flags into a plan is `cli::plan`'s.
 //!
 //! A server is a stdio `command` or a remote `url`; a url server's header file and bearer token
 //! are read while resolving, so a changed secret makes a different spec (SIGHUP replaces the
 //! server) and `check-config` reads them too.
 
 mod file;
-mod overrides;
-mod pool;
+pub mod limits;
+pub mod oauth;
+pub(crate) mod pool;
+pub mod remote;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
+pub mod units;
 
 pub use file::*;
-pub use overrides::{apply_overrides, check_overrides, check_solo, Given};
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -28,18 +34,27 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::auth::{AuthArgs, AuthMode};
-use crate::cli::remote::Naming;
-use crate::cli::{Isolation, ServeArgs};
-use crate::face::accept::ConnLimits;
-use crate::face::http::HttpConfig;
+use clap::ValueEnum;
+
 use crate::upstream::child::ChildConfig;
 pub use crate::upstream::pool::PoolSize;
 use crate::upstream::remote::RemoteConfig;
 use crate::upstream::UpstreamSpec;
+use limits::ConnLimits;
+use remote::Naming;
 
 // ---------------------------------------------------------------------------------------------
 // The resolved plan
 // ---------------------------------------------------------------------------------------------
+
+/// Which clients share a command server's child (`--isolation`, a server's `isolation`).
+#[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]
+pub enum Isolation {
+    /// All clients share one child process.
+    Shared,
+    /// Each 2025 session gets its own child (2026 clients use the shared one).
+    Session,
+}
 
 /// Limits with every value decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -236,117 +251,9 @@ impl ServerSpec {
             }
         }
     }
-
-    /// The HTTP face's configuration (auth and TLS are filled in by the daemon);
-    /// `loopback`: every listener is on a loopback address.
-    pub fn http_config(&self, allow_origins: &[String], loopback: bool) -> HttpConfig {
-        HttpConfig {
-            path: self.path.clone(),
-            allow_origins: allow_origins.to_vec(),
-            loopback_only_host: loopback,
-            max_body: self.limits.max_body,
-            call_timeout: self.limits.call_timeout,
-            start_wait: self.limits.start_wait,
-            park_timeout: self.limits.park_timeout,
-            attribution_wait: self.limits.attribution_wait,
-            session_idle: self.limits.session_timeout,
-            max_sessions: self.limits.max_sessions,
-            isolation_session: self.isolation == Isolation::Session,
-            keepalive: self.limits.keepalive,
-            auth: Default::default(),
-            tls: None,
-            metrics_on_main: false,
-            cluster: None,
-        }
-    }
 }
 
 impl Plan {
-    /// Plain `serve` (`-- CMD`, `--demo`, `--upstream URL`): one server, from the flags. Errors
-    /// are usage errors (they name flags).
-    pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
-        if !args.path.starts_with('/') {
-            return Err(format!("--path must start with '/': {:?}", args.path));
-        }
-        if args.demo && !args.command.is_empty() {
-            return Err("give either --demo or a command after --, not both".into());
-        }
-        if args.upstream.is_none() {
-            let pool = args.pool_size();
-            pool.check()?;
-            pool::fits(pool, args.isolation)?;
-        }
-        let child = |command: PathBuf, a: Vec<String>| {
-            Target::Command(CommandSpec {
-                command,
-                args: a,
-                env: args.env.clone(),
-                pass_environment: args.pass_environment,
-                cwd: args.cwd.clone(),
-                pool: args.pool_size(),
-            })
-        };
-        let target = if let Some(url) = &args.upstream {
-            let cfg = args.remote.config(url, args.probe_timeout, Naming::Flags)?;
-            Target::Url(RemoteSpec(crate::cli::connect::with_login(
-                cfg,
-                &args.oauth,
-                true,
-            )?))
-        } else if args.demo {
-            let exe =
-                std::env::current_exe().map_err(|e| format!("cannot find own executable: {e}"))?;
-            let era = args.demo_era.as_str().to_owned();
-            child(exe, vec!["demo-server".into(), "--era".into(), era])
-        } else {
-            let Some((cmd, rest)) = args.command.split_first() else {
-                return Err(
-                    "no server to publish: give --demo, `-- CMD ARGS`, --upstream URL \
-                            or --config FILE"
-                        .into(),
-                );
-            };
-            child(PathBuf::from(cmd), rest.to_vec())
-        };
-        let limits = Resolved {
-            call_timeout: args.call_timeout,
-            start_wait: args.start_wait,
-            probe_timeout: args.probe_timeout,
-            park_timeout: args.park_timeout,
-            attribution_wait: args.attribution_wait,
-            session_timeout: args.session_timeout,
-            max_sessions: args.max_sessions.max(1),
-            max_body: args.max_body,
-            max_line: args.max_line,
-            shutdown_grace: args.shutdown_grace,
-            stdin_grace: args.stdin_grace,
-            term_grace: args.term_grace,
-            keepalive: args.keepalive.max(Duration::from_millis(100)),
-        };
-        Ok(Plan {
-            listen: vec![args.addr()],
-            allow_origins: args.allow_origin.clone(),
-            auth: args.auth.clone(),
-            public_url: None,
-            metrics_listen: args.metrics_listen,
-            metrics_on_main: args.metrics_on_main,
-            shutdown_grace: args.shutdown_grace,
-            conn: args.conn_limits(),
-            default_server: None,
-            servers: vec![ServerSpec {
-                name: args.name.clone(),
-                path: args.path.clone(),
-                target,
-                isolation: args.isolation,
-                limits,
-            }],
-            solo: true,
-            cluster_key_file: args.cluster_key_file.clone(),
-            advertise_url: args.advertise_url.clone(),
-            cluster_ca_file: args.cluster_ca_file.clone(),
-        })
-    }
-
     /// The replica settings, when set: both the key file and the advertise URL, or neither
     /// (and a CA file only with them).
     pub fn cluster(&self) -> Result<Option<(&Path, &str)>, String> {
@@ -624,7 +531,7 @@ fn resolve_server(n: &str, s: &ServerFile, global: &Limits) -> Result<ServerSpec
         UpstreamFile::Url(u) => Target::Url(RemoteSpec(
             u.remote
                 .config(&u.url, limits.probe_timeout, Naming::File)
-                .and_then(|cfg| crate::cli::connect::with_login(cfg, &u.oauth, true))
+                .and_then(|cfg| oauth::with_login(cfg, &u.oauth, true))
                 .map_err(|e| format!("server {n:?}: {e}"))?,
         )),
     };

@@ -1,13 +1,13 @@
-//! A command server's `pool`: read from its table, from `--pool-min/--pool-max/--pool-idle`,
-//! or both (the flags over the file), and checked against its isolation.
+//! A command server's `pool`: read from its table and checked against its isolation (the
+//! `--pool-*` flags over it are `cli::plan`'s).
 
-use crate::cli::{Isolation, ServeArgs};
+use super::Isolation;
 use crate::upstream::pool::PoolSize;
 
 use super::file;
 
 /// A pool of more than one child and a child per session do not go together.
-pub(super) fn fits(pool: PoolSize, isolation: Isolation) -> Result<(), String> {
+pub(crate) fn fits(pool: PoolSize, isolation: Isolation) -> Result<(), String> {
     if pool.max > 1 && isolation == Isolation::Session {
         return Err(
             "a pool (max > 1) and isolation = \"session\" (a child per session) \
@@ -29,25 +29,4 @@ pub(super) fn of(p: Option<file::PoolFile>) -> Result<PoolSize, String> {
         idle: p.idle.map_or(d.idle, |v| v.0),
     };
     size.check().map(|()| size)
-}
-
-/// The pool flags given on the command line over a server's `pool` from the file; `given`
-/// says which flags were.
-pub(super) fn override_with(
-    p: &mut PoolSize,
-    args: &ServeArgs,
-    given: &dyn Fn(&str) -> bool,
-) -> Result<(), String> {
-    let flags = args.pool_size();
-    if given("pool_min") {
-        p.min = flags.min;
-        p.max = p.max.max(p.min);
-    }
-    if given("pool_max") {
-        p.max = flags.max;
-    }
-    if given("pool_idle") {
-        p.idle = flags.idle;
-    }
-    p.check()
 }

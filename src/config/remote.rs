@@ -10,7 +10,7 @@ use clap::{Args, ValueEnum};
 use http::header::{HeaderValue, AUTHORIZATION};
 use serde::Deserialize;
 
-use super::parse::{parse_duration, parse_header, parse_size};
+use super::units::{parse_duration, parse_header, parse_size};
 use crate::upstream::remote::RemoteConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Deserialize)]

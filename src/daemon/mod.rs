@@ -1,5 +1,5 @@
 //! `serve`, every form of it: the daemon. Plain `serve -- CMD` / `--demo` / `--upstream URL` is
-//! a one-server [`Plan`] (`Plan::solo`: the server at `--path`, answering every request on the
+//! a one-server [`Plan`] (`cli::plan::solo`: the server at `--path`, answering every request on the
 //! listener itself); `--config FILE` / `--servers-json FILE` give several named servers behind
 //! one set of listeners ([`router`]). Listeners are bound or adopted from systemd
 //! (`LISTEN_FDS`), the readiness protocol ([`notify`]), and SIGHUP reload: added servers start,
@@ -26,9 +26,10 @@ use tokio_util::task::TaskTracker;
 use tracing::{error, info, warn};
 
 use crate::auth::Prepared;
+use crate::cli::plan::Given;
 use crate::cli::{CheckConfigArgs, ServeArgs};
 use crate::cluster::Cluster;
-use crate::config::{self, Given, Plan, ServerSpec, Sources};
+use crate::config::{self, Plan, ServerSpec, Sources};
 use crate::metrics::Metrics;
 use crate::reload::{Hangups, Part, Reloader};
 use router::{Router, Routes, ServerRt};
@@ -98,13 +99,13 @@ fn is_solo(sources: &Sources) -> bool {
 /// Read the sources and apply the explicit flags (plain `serve`: the flags alone).
 fn load_plan(sources: &Sources, args: &ServeArgs, given: &Given) -> Result<Plan, String> {
     if is_solo(sources) {
-        return Plan::solo(args);
+        return crate::cli::plan::solo(args);
     }
     let (mut plan, notes) = config::load(sources)?;
     for n in notes {
         warn!("{n}");
     }
-    config::apply_overrides(&mut plan, args, given)?;
+    crate::cli::plan::apply_overrides(&mut plan, args, given)?;
     if plan.servers.is_empty() {
         return Err(no_servers());
     }
@@ -134,9 +135,9 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
     };
     let solo = is_solo(&sources);
     let checked = if solo {
-        config::check_solo(&args, &given)
+        crate::cli::plan::check_solo(&args, &given)
     } else {
-        config::check_overrides(&given)
+        crate::cli::plan::check_overrides(&given)
     };
     if let Err(e) = checked {
         eprintln!("mcp-bridge serve: {e}");
@@ -304,7 +305,7 @@ impl Daemon {
                 format!("server {:?}: {e}", spec.name)
             }
         };
-        let mut http = spec.http_config(&plan.allow_origins, self.loopback);
+        let mut http = http_config(spec, &plan.allow_origins, self.loopback);
         http.metrics_on_main = plan.metrics_on_main;
         http.cluster = self.cluster.clone();
         let http = self
@@ -631,4 +632,32 @@ async fn shut_down(
     futures_util::future::join_all(stops).await;
     d.drains.close();
     d.drains.wait().await;
+}
+
+/// A server's HTTP face configuration from its spec (auth, TLS, replicas and metrics are
+/// filled in by the caller);
+/// `loopback`: every listener is on a loopback address.
+fn http_config(
+    spec: &ServerSpec,
+    allow_origins: &[String],
+    loopback: bool,
+) -> crate::face::http::HttpConfig {
+    crate::face::http::HttpConfig {
+        path: spec.path.clone(),
+        allow_origins: allow_origins.to_vec(),
+        loopback_only_host: loopback,
+        max_body: spec.limits.max_body,
+        call_timeout: spec.limits.call_timeout,
+        start_wait: spec.limits.start_wait,
+        park_timeout: spec.limits.park_timeout,
+        attribution_wait: spec.limits.attribution_wait,
+        session_idle: spec.limits.session_timeout,
+        max_sessions: spec.limits.max_sessions,
+        isolation_session: spec.isolation == config::Isolation::Session,
+        keepalive: spec.limits.keepalive,
+        auth: Default::default(),
+        tls: None,
+        metrics_on_main: false,
+        cluster: None,
+    }
 }
