@@ -176,7 +176,13 @@ impl App {
             r = r.with_mrtr(m);
         }
         crate::telemetry::record_upstream_id(&span, handle.upstream_id());
-        tracing::Instrument::instrument(r.respond(handle), span).await
+        let respond = async move {
+            let response = r.respond(handle).await;
+            // Inside the call's span, so `--log-format json` shows its fields on this line.
+            debug!(status = response.status().as_u16(), "responding");
+            response
+        };
+        tracing::Instrument::instrument(respond, span).await
     }
 
     /// A responder for the POST `pc`, with the defaults every call shares: the face's metrics,
