@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The soak (tests/soak.rs) at CI size: 20,000 mixed requests of both eras against the release
+# The soak (tests/soak/main.rs) at CI size: 20,000 mixed requests of both eras against the release
 # bridge — 2025 sessions sharing one child, hang-ups and notifications/cancelled, child crashes
 # and SIGKILLs mid-call, malformed and oversize bodies, a wrong Origin, a method 2026 removed —
 # checking one answer per request with its own id, metrics against the client's counts, flat
@@ -21,7 +21,7 @@ set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" soak || exit 2
 cd "$(dirname "$0")/.." || die "no repository"
-# The one `soak` test in tests/soak.rs.
+# The one `soak` test in tests/soak/main.rs.
 ci_expect 1
 
 export MCP_BRIDGE_BIN="${MCP_BRIDGE_BIN:-$PWD/target/release/mcp-bridge}"

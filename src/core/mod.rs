@@ -9,7 +9,7 @@
 //! said and never reads the caller's era.
 //!
 //! Each rule was once written in more than one place, and the copies disagreed; the matrix
-//! test (`tests/core_matrix.rs`) runs each through {serve, connect} × {2025 child, 2026
+//! test (`tests/eras/core_matrix.rs`) runs each through {serve, connect} × {2025 child, 2026
 //! child, pool, 2025 remote, 2026 remote} × {2025 caller, 2026 caller}. The rule kept, and
 //! why:
 //!

@@ -2,12 +2,15 @@
 //! `mcp-bridge` through `Bridge::builder()` (bridge.rs: spawn, address from the log, stderr,
 //! stop on drop) and talks to it with the pieces here: MCP over HTTP in both eras (http.rs),
 //! a stdio host driving `connect` (stdio.rs), metrics (metrics.rs), auth fixtures (auth.rs),
-//! config-file daemons (daemon.rs), elicitation in both eras (elicit.rs), /proc facts (procs.rs), the collected log (log.rs) and
-//! the soak's workload and report (soak.rs, soak_report.rs).
+//! config-file daemons (daemon.rs), elicitation in both eras (elicit.rs), /proc facts
+//! (procs.rs), the collected log (log.rs), the lock of heavy tests (serial.rs) and the soak's
+//! workload and report (soak.rs, soak_report.rs).
 //!
-//! Modules are private and re-exported flat, so a test says `mod support; use support::*;`
-//! and a name means one thing across all tests. Each test binary compiles this tree on its
-//! own and uses only part of it, hence `dead_code` is allowed here.
+//! There are six test binaries, one an area (`tests/{serve,connect,auth,daemon,eras,soak}/
+//! main.rs`); each main.rs says `#[path = "../support/mod.rs"] mod support;` and its modules
+//! `use crate::support; use support::*;`. Modules here are private and re-exported flat, so a
+//! name means one thing across all tests. Each binary uses only part of this tree, hence
+//! `dead_code` is allowed here.
 
 #![allow(dead_code, unused_imports)]
 
@@ -19,6 +22,7 @@ mod http;
 mod log;
 mod metrics;
 mod procs;
+mod serial;
 mod soak;
 mod soak_report;
 mod stdio;
@@ -31,6 +35,7 @@ pub use self::http::*;
 pub use self::log::*;
 pub use self::metrics::*;
 pub use self::procs::*;
+pub use self::serial::*;
 pub use self::soak::*;
 pub use self::soak_report::*;
 pub use self::stdio::*;

@@ -1,4 +1,4 @@
-//! The soak's workload (tests/soak.rs): the bridge it runs against (`soak_bridge`), a client
+//! The soak's workload (tests/soak/main.rs): the bridge it runs against (`soak_bridge`), a client
 //! that speaks both eras over one keep-alive pool and can also read a reply event by event
 //! (`SoakClient`, `SoakStream`), one request of each kind of the mix with its checks
 //! (`soak_request`), and what the client saw, counted as it happened (`SoakCounts`). The

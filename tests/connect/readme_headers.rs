@@ -1,0 +1,94 @@
+//! README "connect": `--header-file FILE` adds its `Name: value` lines (blank lines and `#`
+//! comments skipped) to every request to the remote, beside `-H`; a header file connect cannot
+//! read, or a line that is no header, is a usage error (exit 64: a flag's file, as plain
+//! `serve`'s are) that names the file and the line number, never the line.
+
+// Test code: panicking on a broken expectation is the point.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const T: Duration = Duration::from_secs(20);
+
+#[tokio::test(flavor = "multi_thread")]
+async fn header_file_lines_reach_the_remote_on_every_request() {
+    let seen: Arc<Mutex<Vec<::http::HeaderMap>>> = Arc::default();
+    let log = seen.clone();
+    // A 2026 remote that answers every request with an empty result for its id.
+    let addr = tiny_server(move |h, body| {
+        log.lock().unwrap().push(h.clone());
+        let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+        let answer = json!({"jsonrpc": "2.0", "id": v["id"], "result": {"tools": []}});
+        (200, "application/json", answer.to_string())
+    })
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("headers");
+    std::fs::write(
+        &file,
+        "# the tenant\n\nX-Tenant: acme\nX-Secret-Key: k-123\n",
+    )
+    .unwrap();
+    let url = format!("http://{addr}/mcp");
+    let mut h = Host::start(
+        &url,
+        &[
+            "--protocol",
+            "2026-07-28",
+            "--header-file",
+            file.to_str().unwrap(),
+            "-H",
+            "X-Flag: on",
+        ],
+    );
+    for i in 1..=2 {
+        h.request(json!(i), "tools/list", json!({"_meta": modern_meta()}));
+        let r = h.response(&json!(i), T);
+        assert!(r["result"]["tools"].is_array(), "{r}");
+    }
+    let seen = seen.lock().unwrap();
+    assert!(seen.len() >= 2, "{} requests", seen.len());
+    for hs in seen.iter() {
+        assert_eq!(hs.get("x-tenant").unwrap(), "acme", "{hs:?}");
+        assert_eq!(hs.get("x-secret-key").unwrap(), "k-123", "{hs:?}");
+        assert_eq!(hs.get("x-flag").unwrap(), "on", "{hs:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_header_file_is_a_usage_error_that_keeps_its_contents_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("headers");
+    std::fs::write(&file, "X-Ok: fine\nsecret-without-colon-987\n").unwrap();
+    let out = Bridge::builder()
+        .connect("http://127.0.0.1:9/mcp")
+        .args(["--header-file", file.to_str().unwrap()])
+        .output();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(64), "{err}");
+    assert!(
+        err.contains(file.to_str().unwrap()),
+        "names the file: {err}"
+    );
+    assert!(
+        !err.contains("secret-without-colon-987"),
+        "leaks the line: {err}"
+    );
+    let missing = dir.path().join("nope");
+    let out = Bridge::builder()
+        .connect("http://127.0.0.1:9/mcp")
+        .args(["--header-file", missing.to_str().unwrap()])
+        .output();
+    assert_eq!(
+        out.status.code(),
+        Some(64),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
