@@ -627,7 +627,8 @@ mod tests {
         assert_eq!(r["error"]["code"], code::METHOD_NOT_FOUND);
     }
 
-    #[tokio::test]
+    // Paused clock: "not re-opened within three retry delays" takes no real time.
+    #[tokio::test(start_paused = true)]
     async fn an_upstream_without_listen_or_of_2025_gets_none_and_nobody_waits() {
         let up = fake(Era::Modern);
         let subs = Subscriptions::new();

@@ -219,6 +219,22 @@ impl StateSigner {
         method: &str,
         digest: &str,
     ) -> Result<StateClaims, StateError> {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        self.verify_at(state, principal, method, digest, now)
+    }
+
+    /// [`StateSigner::verify`] at `now` (seconds since the epoch): the clock is a parameter so
+    /// the expiry is tested without waiting for it.
+    fn verify_at(
+        &self,
+        state: &str,
+        principal: &str,
+        method: &str,
+        digest: &str,
+        now: u64,
+    ) -> Result<StateClaims, StateError> {
         let payload = self.payload(state)?;
         let mut parts = payload.splitn(5, '.');
         let park = parts
@@ -234,9 +250,6 @@ impl StateSigner {
             .and_then(|p| p.parse().ok())
             .ok_or(StateError::Invalid)?;
         let bind = parts.next().ok_or(StateError::Invalid)?;
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         if now > exp {
             return Err(StateError::Expired);
         }
@@ -578,10 +591,21 @@ mod tests {
             other.verify(&st, "alice", "tools/call", "d1"),
             Err(StateError::Invalid)
         );
+        // Expiry on a clock of our own: valid up to its second, expired the second after.
+        let secs = || {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        };
+        let before = secs();
         let old = s.sign(7, 1, Duration::ZERO, "alice", "tools/call", "d1");
-        std::thread::sleep(Duration::from_millis(1100));
+        let after = secs();
         assert_eq!(
-            s.verify(&old, "alice", "tools/call", "d1"),
+            s.verify_at(&old, "alice", "tools/call", "d1", before),
+            Ok(StateClaims { park: 7, round: 1 })
+        );
+        assert_eq!(
+            s.verify_at(&old, "alice", "tools/call", "d1", after + 1),
             Err(StateError::Expired)
         );
     }

@@ -321,7 +321,8 @@ mod tests {
         c
     }
 
-    #[tokio::test]
+    // Paused clock: "still waiting after 100 ms" and the 120 ms bound take no real time.
+    #[tokio::test(start_paused = true)]
     async fn only_one_caller_that_may_be_asked_runs_unless_parked() {
         let m = Arc::new(Metrics::new());
         let (tx, _rx) = mpsc::channel(64);
