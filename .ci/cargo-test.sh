@@ -25,6 +25,15 @@ expected=$((counted > CARGO_TEST_FLOOR ? counted : CARGO_TEST_FLOOR))
 log "$attrs test attributes, $ignored ignored: $counted test functions (floor $CARGO_TEST_FLOOR)"
 ci_expect "$expected"
 
+# tests/serve/observability.rs lints /metrics with promtool, and under CI a missing promtool
+# fails that test rather than skipping it: install it (Debian package prometheus) first.
+if ci_is_ci && ! command -v promtool >/dev/null; then
+  sudo=""; [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  log "installing promtool (Debian package prometheus) for tests/serve/observability.rs"
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq prometheus; } >/dev/null 2>&1 ||
+    log "apt-get install prometheus failed: the promtool check will fail"
+fi
+
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 cargo test 2>&1 | tee "$out"

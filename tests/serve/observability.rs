@@ -126,7 +126,10 @@ async fn families_separate_the_three_failures_and_readiness_follows_the_child() 
         Some(1.0)
     );
 
-    if let Ok(out) = std::process::Command::new("promtool")
+    // The exposition format as Prometheus's own linter reads it. Without promtool the check
+    // is skipped visibly, and under CI (CI=1/true, where .ci/cargo-test.sh installs it) a
+    // missing promtool is a failure.
+    let promtool = std::process::Command::new("promtool")
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
@@ -138,18 +141,29 @@ async fn families_separate_the_three_failures_and_readiness_follows_the_child() 
                 i.write_all(t.as_bytes())?;
             }
             p.wait_with_output()
-        })
-    {
-        let said = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && said.trim().is_empty(),
-            "promtool: {said}"
-        );
+        });
+    let ci = matches!(
+        std::env::var("CI").as_deref(),
+        Ok("1" | "true" | "TRUE" | "True")
+    );
+    match promtool {
+        Err(e) if ci => panic!("promtool is required under CI (Debian package prometheus): {e}"),
+        Err(e) => eprintln!("skipped: promtool check metrics ({e}; a failure under CI=1)"),
+        Ok(out) => promtool_clean(&out),
     }
+}
+
+/// promtool's verdict: exit 0 and nothing said (no lint warning either).
+fn promtool_clean(out: &std::process::Output) {
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && said.trim().is_empty(),
+        "promtool: {said}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
