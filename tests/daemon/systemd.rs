@@ -114,13 +114,29 @@ async fn notify_socket_ready_watchdog_reload_stopping() {
         .find(|m| m.contains("READY=1"))
         .unwrap();
     assert!(ready.contains("STATUS=serving 2 servers"), "{ready}");
-    // Pings at half the 200 ms period.
+    // Pings at half the 200 ms period (100 ms): ten intervals, timed from one ping to the
+    // tenth after it, take 0.7-1.5 s. Pinging at the full period (2 s for ten), or twice as
+    // often (0.5 s), fails; the 20 ms polling of `wait_count` is inside the margin.
+    let seen = notes.count("WATCHDOG=1");
     assert!(
         notes
-            .wait_count("WATCHDOG=1", 3, Duration::from_secs(5))
+            .wait_count("WATCHDOG=1", seen + 1, Duration::from_secs(5))
+            .await,
+        "no watchdog ping: {:?}",
+        notes.all()
+    );
+    let from = Instant::now();
+    assert!(
+        notes
+            .wait_count("WATCHDOG=1", seen + 11, Duration::from_secs(5))
             .await,
         "watchdog pings: {:?}",
         notes.all()
+    );
+    let ten = from.elapsed();
+    assert!(
+        (Duration::from_millis(700)..=Duration::from_millis(1500)).contains(&ten),
+        "ten watchdog intervals took {ten:?}, want ~1 s (every half of WATCHDOG_USEC=200000)"
     );
     b.signal(Signal::SIGHUP);
     assert!(
