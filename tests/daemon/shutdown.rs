@@ -68,8 +68,8 @@ async fn sigterm_leaves_no_process_behind() {
     );
 }
 
-/// Same with a call in flight: the drain period ends, the call gets an answer or the
-/// connection closes, and still nothing survives.
+/// Same with a call in flight: the grace ends, the call gets its one answer (-32000 "the
+/// bridge is shutting down"), the bridge exits 0, and still nothing survives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_with_call_in_flight() {
     let (mut b, demo, sleep) = bridge_with_grandchild(&["--shutdown-grace", "1s"]).await;
@@ -87,15 +87,18 @@ async fn sigterm_with_call_in_flight() {
         .expect("demo: slow started id=", Duration::from_secs(10))
         .await;
     b.signal(nix::sys::signal::Signal::SIGTERM);
-    assert!(
-        b.wait_exit(Duration::from_secs(20)).await.is_some(),
-        "bridge still running; log:\n{}",
-        b.log.dump()
-    );
-    // The caller is not left hanging.
-    let _ = tokio::time::timeout(Duration::from_secs(5), call)
+    let st = b.wait_exit(Duration::from_secs(20)).await;
+    let st = st.unwrap_or_else(|| panic!("bridge still running; log:\n{}", b.log.dump()));
+    assert!(st.success(), "exit status {st}; log:\n{}", b.log.dump());
+    // The caller is not left hanging: its call is answered by the bridge's shutdown.
+    let sent = tokio::time::timeout(Duration::from_secs(5), call)
         .await
-        .expect("call still pending after the bridge exited");
+        .expect("call still pending after the bridge exited")
+        .expect("call task");
+    let messages = outcome(sent).await.expect("the in-flight call's answer");
+    let a = one_answer(&messages, &json!(1));
+    assert_eq!(a["error"]["code"], -32000, "{a}");
+    assert_eq!(a["error"]["message"], "the bridge is shutting down", "{a}");
     assert!(
         wait_gone(demo, Duration::from_secs(5)).await,
         "child survived"
