@@ -27,7 +27,23 @@ const T: Duration = Duration::from_secs(20);
 
 #[derive(Clone)]
 struct Demo {
-    cancelled: Arc<AtomicUsize>,
+    seen: Arc<Seen>,
+}
+
+/// What the rmcp server saw: `slow` calls started, and those ended by a cancellation.
+#[derive(Default)]
+struct Seen {
+    started: AtomicUsize,
+    cancelled: AtomicUsize,
+}
+
+/// Wait (up to `T`) until `counter` exceeds `above`; its last value.
+async fn until_above(counter: &AtomicUsize, above: usize) -> usize {
+    let until = std::time::Instant::now() + T;
+    while counter.load(Ordering::SeqCst) <= above && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    counter.load(Ordering::SeqCst)
 }
 
 fn schema(props: serde_json::Value) -> Arc<serde_json::Map<String, serde_json::Value>> {
@@ -78,10 +94,11 @@ impl ServerHandler for Demo {
                 let secs = args.get("seconds").and_then(|v| v.as_f64()).unwrap_or(1.0);
                 let steps = 4u32;
                 let token = context.meta.get_progress_token();
+                self.seen.started.fetch_add(1, Ordering::SeqCst);
                 for i in 1..=steps {
                     tokio::select! {
                         _ = context.ct.cancelled() => {
-                            self.cancelled.fetch_add(1, Ordering::SeqCst);
+                            self.seen.cancelled.fetch_add(1, Ordering::SeqCst);
                             return Err(McpError::internal_error("cancelled", None));
                         }
                         _ = tokio::time::sleep(Duration::from_secs_f64(secs / f64::from(steps))) => {}
@@ -99,13 +116,11 @@ impl ServerHandler for Demo {
     }
 }
 
-/// Start the rmcp server on 127.0.0.1:0; returns its URL and the cancellation counter.
-async fn rmcp_server(stateful: bool) -> (String, Arc<AtomicUsize>) {
+/// Start the rmcp server on 127.0.0.1:0; returns its URL and what it saw.
+async fn rmcp_server(stateful: bool) -> (String, Arc<Seen>) {
     use tower_service::Service as _;
-    let cancelled = Arc::new(AtomicUsize::new(0));
-    let handler = Demo {
-        cancelled: cancelled.clone(),
-    };
+    let seen = Arc::new(Seen::default());
+    let handler = Demo { seen: seen.clone() };
     let service = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Arc::new(LocalSessionManager::default()),
@@ -132,10 +147,10 @@ async fn rmcp_server(stateful: bool) -> (String, Arc<AtomicUsize>) {
             });
         }
     });
-    (url, cancelled)
+    (url, seen)
 }
 
-async fn exercise(h: &mut Host, modern: bool, cancelled: &AtomicUsize) {
+async fn exercise(h: &mut Host, modern: bool, seen: &Seen) {
     let p = |name: &str, args: serde_json::Value, token: Option<&str>| {
         let mut v = if modern {
             modern_call_params(name, args)
@@ -177,19 +192,22 @@ async fn exercise(h: &mut Host, modern: bool, cancelled: &AtomicUsize) {
         .filter(|m| m["method"] == "notifications/progress" && m["params"]["progressToken"] == "pt")
         .count();
     assert!(progress >= 1, "no progress with the host's token");
+    // Cancelled once the rmcp server runs it (not on a timer): the cancel must reach it.
+    let started = seen.started.load(Ordering::SeqCst);
     h.request(
         json!("c"),
         "tools/call",
         p("slow", json!({"seconds": 30}), None),
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    h.notify("notifications/cancelled", json!({"requestId": "c"}));
-    let until = std::time::Instant::now() + T;
-    while cancelled.load(Ordering::SeqCst) == 0 && std::time::Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     assert_eq!(
-        cancelled.load(Ordering::SeqCst),
+        until_above(&seen.started, started).await,
+        started + 1,
+        "the slow call never started at the rmcp server; log:\n{}",
+        h.log.dump()
+    );
+    h.notify("notifications/cancelled", json!({"requestId": "c"}));
+    assert_eq!(
+        until_above(&seen.cancelled, 0).await,
         1,
         "the rmcp server did not see the cancellation; log:\n{}",
         h.log.dump()
@@ -205,9 +223,9 @@ async fn exercise(h: &mut Host, modern: bool, cancelled: &AtomicUsize) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_stateless_2026_modern_host() {
-    let (url, cancelled) = rmcp_server(false).await;
+    let (url, seen) = rmcp_server(false).await;
     let mut h = Host::start(&url, &[]);
-    exercise(&mut h, true, &cancelled).await;
+    exercise(&mut h, true, &seen).await;
     assert!(
         h.log.find("speaks 2026-07-28").is_some(),
         "{}",
@@ -217,18 +235,18 @@ async fn rmcp_stateless_2026_modern_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_stateless_2026_legacy_host() {
-    let (url, cancelled) = rmcp_server(false).await;
+    let (url, seen) = rmcp_server(false).await;
     let mut h = Host::start(&url, &[]);
     h.initialize("2025-11-25", json!({}));
-    exercise(&mut h, false, &cancelled).await;
+    exercise(&mut h, false, &seen).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_stateful_2025_session_legacy_host() {
-    let (url, cancelled) = rmcp_server(true).await;
+    let (url, seen) = rmcp_server(true).await;
     let mut h = Host::start(&url, &["--protocol", "2025-11-25"]);
     h.initialize("2025-11-25", json!({}));
-    exercise(&mut h, false, &cancelled).await;
+    exercise(&mut h, false, &seen).await;
     assert!(
         h.log.wait_find("session id kept").is_some(),
         "{}",
@@ -238,9 +256,9 @@ async fn rmcp_stateful_2025_session_legacy_host() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rmcp_stateful_2025_session_modern_host() {
-    let (url, cancelled) = rmcp_server(true).await;
+    let (url, seen) = rmcp_server(true).await;
     let mut h = Host::start(&url, &["--protocol", "2025-06-18"]);
-    exercise(&mut h, true, &cancelled).await;
+    exercise(&mut h, true, &seen).await;
 }
 
 // ---------------------------------------------------------------------------------------------
