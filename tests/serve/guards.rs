@@ -89,12 +89,15 @@ async fn oversize_body_413_says_connection_close() {
     .is_ok();
     let text = String::from_utf8_lossy(&buf).to_ascii_lowercase();
     assert!(text.starts_with("http/1.1 413"), "{text}");
-    if closed {
-        assert!(
-            text.contains("connection: close"),
-            "the bridge closed the connection after a 413 without Connection: close:\n{text}"
-        );
-    }
+    // Both halves, always: the response says so, and the connection then ends.
+    assert!(
+        text.contains("\r\nconnection: close\r\n"),
+        "a 413 without Connection: close:\n{text}"
+    );
+    assert!(
+        closed,
+        "the connection stayed open after the 413 (10 s):\n{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
