@@ -72,7 +72,8 @@ async fn dns_failure_is_a_clear_error() {
         modern_call_params("echo", json!({"text": "x"})),
     );
     let r = h.response(&json!(1), T);
-    assert!(matches!(reason(&r).as_str(), "dns" | "unreachable"), "{r}");
+    // The name does not resolve: "dns", not the catch-all "unreachable".
+    assert_eq!(reason(&r), "dns", "{r}");
     assert!(h.alive());
 }
 
@@ -292,12 +293,15 @@ async fn tls_failure_is_a_clear_error() {
         modern_call_params("echo", json!({"text": "x"})),
     );
     let r = h.response(&json!(1), T);
-    assert!(matches!(reason(&r).as_str(), "tls" | "unreachable"), "{r}");
+    // The TCP connection is made and the handshake fails: "tls", not "unreachable".
+    assert_eq!(reason(&r), "tls", "{r}");
     assert!(h.alive());
 }
 
+/// A CA file with no certificate in it is bad configuration: exit 78 (EX_CONFIG) before any
+/// connection, the file named on stderr, stdout untouched.
 #[test]
-fn bad_ca_file_is_a_usage_error() {
+fn bad_ca_file_is_a_configuration_error() {
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("ca.pem");
     std::fs::write(&f, "not a certificate").unwrap();
@@ -306,7 +310,10 @@ fn bad_ca_file_is_a_usage_error() {
         .connect("https://example.com/mcp")
         .args(["--ca-file", f.to_str().unwrap()])
         .output();
-    assert!(!out.status.success());
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{said}");
+    let want = format!("--ca-file {}: no certificates found", f.display());
+    assert!(said.contains(&want), "want {want:?} on stderr:\n{said}");
     assert!(out.stdout.is_empty(), "stdout must stay clean");
 }
 

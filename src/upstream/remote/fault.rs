@@ -163,6 +163,35 @@ pub(super) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     s
 }
 
+/// The reason label of a failed connection: "tls" when rustls failed anywhere in the chain
+/// (a bad certificate, or a peer that does not speak TLS at all, whose bytes rustls reads as a
+/// "corrupt message"), else from the text (`classify_connect`).
+pub(super) fn connect_reason(e: &(dyn std::error::Error + 'static)) -> &'static str {
+    if tls_in(e) {
+        "tls"
+    } else {
+        classify_connect(&chain(e))
+    }
+}
+
+/// Is a `rustls::Error` in the chain? `io::Error`s nest (reqwest's connector wraps
+/// tokio-rustls's), and an `io::Error`'s `source()` skips its own payload, so each one's
+/// payload is looked into as well.
+fn tls_in(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<rustls::Error>() {
+        return true;
+    }
+    let payload = e
+        .downcast_ref::<std::io::Error>()
+        .and_then(std::io::Error::get_ref);
+    if let Some(p) = payload {
+        if tls_in(p) {
+            return true;
+        }
+    }
+    e.source().is_some_and(tls_in)
+}
+
 pub(super) fn classify_connect(detail: &str) -> &'static str {
     let d = detail.to_ascii_lowercase();
     if d.contains("dns") || d.contains("failed to lookup") || d.contains("name or service") {

@@ -461,10 +461,20 @@ pub mod fuzzing {
 
 #[cfg(test)]
 mod tests {
-    use super::fault::{classify_connect, Fault};
+    use super::fault::{classify_connect, connect_reason, Fault};
     use super::probe::discover_from_init;
     use super::*;
     use crate::protocol;
+
+    #[test]
+    fn a_rustls_error_nested_in_io_errors_is_tls() {
+        use std::io::{Error, ErrorKind};
+        let corrupt = rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType);
+        let nested = Error::other(Error::new(ErrorKind::InvalidData, corrupt));
+        assert_eq!(connect_reason(&nested), "tls");
+        let refused = Error::new(ErrorKind::ConnectionRefused, "Connection refused");
+        assert_eq!(connect_reason(&refused), "unreachable");
+    }
 
     #[test]
     fn connect_errors_are_classified() {

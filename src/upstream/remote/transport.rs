@@ -18,7 +18,7 @@ use hyper_util::rt::TokioExecutor;
 use tracing::{debug, info, warn};
 
 use super::answer::{self, Head, SseAction};
-use super::fault::{chain, classify_connect, Fault};
+use super::fault::{chain, connect_reason, Fault};
 use super::{Answer, HttpClient, Remote, RemoteConfig, Session};
 use crate::call::{CallEvent, EventSender};
 use crate::framing::{SseDecoder, SseItem};
@@ -229,7 +229,7 @@ impl Remote {
             }
             Err(e) if e.is_connect() => {
                 let detail = chain(&e);
-                let reason = classify_connect(&detail);
+                let reason = connect_reason(&e);
                 let mut f = self.failures.lock().unwrap_or_else(|p| p.into_inner());
                 f.0 = f.0.saturating_add(1);
                 let backoff = Duration::from_millis(100u64 << f.0.min(6).saturating_sub(1))
