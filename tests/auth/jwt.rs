@@ -150,6 +150,12 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
     cases.push(("malformed", "not-a-jwt".into()));
 
     for (reason, token) in &cases {
+        // This case's own line: the count of its exact reason grows by one with its request
+        // (an earlier case's line with the same reason does not satisfy it).
+        let needle = "request refused: ";
+        let exact = format!("reason=\"{reason}\"");
+        let seen = s.bridge.log.count(&exact);
+        let refused = s.bridge.log.count(needle);
         let (st, ch) = status_of(&s, token).await;
         assert_eq!(
             st,
@@ -166,19 +172,22 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
             )),
             "{reason}: {ch}"
         );
-        assert!(
-            s.bridge
-                .log
-                .wait_for(&format!("reason=\"{reason}\""), Duration::from_secs(2))
-                .await
-                .is_some()
-                || s.bridge
-                    .log
-                    .wait_for(&format!("reason={reason}"), Duration::from_secs(2))
-                    .await
-                    .is_some(),
-            "{reason}: no log line with the reason; log:\n{}",
-            s.bridge.log.dump()
+        let log = &s.bridge.log;
+        let after = log
+            .wait_count(&exact, seen + 1, Duration::from_secs(2))
+            .await;
+        assert_eq!(
+            after,
+            seen + 1,
+            "{reason}: its refusal line; log:\n{}",
+            log.dump()
+        );
+        // One refusal logged for this request, and it is this reason's.
+        assert_eq!(
+            log.count(needle),
+            refused + 1,
+            "{reason}; log:\n{}",
+            log.dump()
         );
     }
 

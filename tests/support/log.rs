@@ -53,6 +53,18 @@ impl Log {
         self.lines().iter().filter(|l| l.contains(needle)).count()
     }
 
+    /// Wait (bounded) until at least `n` lines contain `needle`; the count reached.
+    pub async fn wait_count(&self, needle: &str, n: usize, timeout: Duration) -> usize {
+        let until = Instant::now() + timeout;
+        loop {
+            let c = self.count(needle);
+            if c >= n || Instant::now() >= until {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
     /// Wait (bounded) for a line containing `needle`.
     pub async fn wait_for(&self, needle: &str, timeout: Duration) -> Option<String> {
         let until = Instant::now() + timeout;
