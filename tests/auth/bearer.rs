@@ -122,10 +122,9 @@ async fn bearer_tokens_guard_every_method_and_health_stays_open() {
             .send()
             .await
             .unwrap();
-        assert!(
-            r.status().as_u16() == 200 || r.status().as_u16() == 503,
-            "{p}"
-        );
+        // Outside auth, and the child has answered calls by now: 200 without a token (401
+        // would be auth on the probes, 503 a child not up).
+        assert_eq!(r.status().as_u16(), 200, "{p} without a token");
     }
     assert!(
         b.log.dump().contains("reason=\"unknown_token\"")
