@@ -212,10 +212,18 @@ async fn meta_version_and_method_errors() {
     assert_eq!(r.status, 400, "{r:?}");
     assert_eq!(r.error_code(), -32700, "{r:?}");
 
-    // A batch: refused with 400.
-    let batch = json!([modern_request(json!(6), "tools/list", json!({}))]);
-    let r = post_with(&c, &b.url, base_headers(), batch.to_string()).await;
+    // A batch, with the headers its one message would be valid with, so the batch is the
+    // only thing wrong: 400 + -32600 saying so.
+    let one = modern_request(json!(6), "tools/list", json!({}));
+    let batch = json!([one]);
+    let r = post_with(&c, &b.url, modern_headers(&one), batch.to_string()).await;
     assert_eq!(r.status, 400, "{r:?}");
+    assert_eq!(r.error_code(), -32600, "{r:?}");
+    assert_eq!(
+        r.error()["message"],
+        "JSON-RPC batches are not supported by mcp-bridge: send one message per POST",
+        "{r:?}"
+    );
 
     // Wrong Content-Type: 415.
     let body = modern_request(json!(7), "tools/list", json!({}));
