@@ -186,27 +186,21 @@ async fn legacy_host_answers_a_2026_remote_as_real_requests() {
 /// the call; a 2025 remote's request is refused to the remote with -32601.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undeclared_capability_is_never_asked_of_a_2025_host() {
-    use std::sync::{Arc, Mutex};
     let sampling = json!({"messages": [], "maxTokens": 5});
     // A 2026 remote that asks for sampling whatever the request declared.
     let ask = sampling.clone();
-    let modern = tiny_server(move |_, body| {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
-        let result = match v["method"].as_str() {
-            Some("server/discover") => json!({"resultType": "complete", "ttlMs": 0,
-                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
-                "capabilities": {"tools": {}}}),
-            _ => json!({"resultType": "input_required", "requestState": "remote-state",
+    let modern = fake_remote_with(RemoteEra::Modern, move |m, _| {
+        (m["method"] == "tools/call").then(|| {
+            rpc_result(
+                &m["id"],
+                json!({"resultType": "input_required",
+                "requestState": "remote-state",
                 "inputRequests": {"s": {"method": "sampling/createMessage", "params": ask}}}),
-        };
-        let r = json!({"jsonrpc": "2.0", "id": v["id"], "result": result});
-        (200, "application/json", r.to_string())
+            )
+        })
     })
     .await;
-    let mut h = Host::start(
-        &format!("http://{modern}/mcp"),
-        &["--protocol", "2026-07-28"],
-    );
+    let mut h = Host::start(&modern.url, &["--protocol", "2026-07-28"]);
     h.initialize("2025-11-25", json!({}));
     h.request(json!(1), "tools/call", call_params("anything", json!({})));
     let r = h.response(&json!(1), T);
@@ -221,59 +215,25 @@ async fn undeclared_capability_is_never_asked_of_a_2025_host() {
     );
 
     // A 2025 remote that sends sampling/createMessage on the call's stream, then answers.
-    let posted: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let seen = posted.clone();
-    let legacy = tiny_server(move |_, body| {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
-        seen.lock().unwrap().push(v.clone());
-        match v["method"].as_str() {
-            Some("initialize") => (
-                200,
-                "application/json",
-                json!({"jsonrpc": "2.0",
-                "id": v["id"], "result": {"protocolVersion": "2025-11-25",
-                "capabilities": {"tools": {}}, "serverInfo": {"name": "t", "version": "0"}}})
-                .to_string(),
-            ),
-            Some("tools/call") => {
-                let ask = json!({"jsonrpc": "2.0", "id": "s1",
-                    "method": "sampling/createMessage", "params": sampling});
-                let done = json!({"jsonrpc": "2.0", "id": v["id"],
-                    "result": {"content": [{"type": "text", "text": "done"}]}});
-                (
-                    200,
-                    "text/event-stream",
-                    format!("data: {ask}\n\ndata: {done}\n\n"),
-                )
-            }
-            _ => (202, "application/json", String::new()),
-        }
+    let legacy = fake_remote_with(RemoteEra::Legacy, move |m, _| {
+        (m["method"] == "tools/call").then(|| {
+            let ask = json!({"jsonrpc": "2.0", "id": "s1",
+                "method": "sampling/createMessage", "params": sampling});
+            let done = json!({"jsonrpc": "2.0", "id": m["id"],
+                "result": {"content": [{"type": "text", "text": "done"}]}});
+            let sse = format!("data: {ask}\n\ndata: {done}\n\n");
+            (200, "text/event-stream", sse)
+        })
     })
     .await;
-    let mut h = Host::start(
-        &format!("http://{legacy}/mcp"),
-        &["--protocol", "2025-11-25"],
-    );
+    let mut h = Host::start(&legacy.url, &["--protocol", "2025-11-25"]);
     h.initialize("2025-11-25", json!({}));
     h.request(json!(1), "tools/call", call_params("anything", json!({})));
     assert_eq!(text(&h.response(&json!(1), T)), "done");
-    let until = std::time::Instant::now() + T;
-    let refusal = loop {
-        let found = posted
-            .lock()
-            .unwrap()
-            .iter()
-            .find(|m| m["id"] == "s1" && m.get("method").is_none())
-            .cloned();
-        if let Some(m) = found {
-            break m;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "no answer for s1 reached the remote"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let refusal = legacy
+        .wait_for(0, |m| m["id"] == "s1" && m.get("method").is_none(), T)
+        .await
+        .expect("no answer for s1 reached the remote");
     assert_eq!(refusal["error"]["code"], -32601, "{refusal}");
     let asked: Vec<Value> = h.drain(Duration::from_millis(300));
     assert!(
@@ -292,20 +252,18 @@ async fn undeclared_capability_is_never_asked_of_a_2025_host() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undeclared_capability_is_never_asked_of_a_2025_session_of_serve() {
     let ask = json!({"messages": [], "maxTokens": 5});
-    let modern = tiny_server(move |_, body| {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
-        let result = match v["method"].as_str() {
-            Some("server/discover") => json!({"resultType": "complete", "ttlMs": 0,
-                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
-                "capabilities": {"tools": {}}}),
-            _ => json!({"resultType": "input_required", "requestState": "remote-state",
+    let modern = fake_remote_with(RemoteEra::Modern, move |m, _| {
+        (m["method"] == "tools/call").then(|| {
+            rpc_result(
+                &m["id"],
+                json!({"resultType": "input_required",
+                "requestState": "remote-state",
                 "inputRequests": {"s": {"method": "sampling/createMessage", "params": ask}}}),
-        };
-        let r = json!({"jsonrpc": "2.0", "id": v["id"], "result": result});
-        (200, "application/json", r.to_string())
+            )
+        })
     })
     .await;
-    let url = format!("http://{modern}/mcp");
+    let url = modern.url.clone();
     let b = Bridge::serve(&["--port", "0", "--upstream", &url]).await;
     let c = client();
     let s = Session::open_with_caps(&c, &b.url, json!({})).await;
@@ -327,11 +285,23 @@ async fn undeclared_capability_is_never_asked_of_a_2025_session_of_serve() {
     assert!(msg.contains("did not declare"), "{:?}", r.messages);
 }
 
+/// A 2026 host's requests for methods the 2026 revision removed are refused by connect
+/// itself, with the exact "removed in 2026-07-28" error, whatever the remote's era: none of
+/// them reaches the remote (which records every message it gets), and the host still works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2026_host_gets_method_not_found_for_removed_methods() {
-    for era in ["legacy", "modern"] {
-        let serve = Bridge::demo(&["--demo-era", era]).await;
-        let mut h = Host::start(&serve.url, &[]);
+    for era in [RemoteEra::Legacy, RemoteEra::Modern] {
+        let remote = fake_remote(era).await;
+        let mut h = Host::start(&remote.url, &[]);
+        // connect's own handshake with the remote is over once a first call is answered.
+        h.request(
+            json!("first"),
+            "tools/list",
+            json!({"_meta": modern_meta()}),
+        );
+        let r = h.response(&json!("first"), T);
+        assert!(r["result"]["tools"].is_array(), "{era:?}: {r}");
+        let before = remote.methods().len();
         let removed = [
             (
                 "initialize",
@@ -347,15 +317,26 @@ async fn a_2026_host_gets_method_not_found_for_removed_methods() {
             params["_meta"] = modern_meta();
             h.request(json!(i), method, params);
             let r = h.response(&json!(i), T);
-            assert_eq!(r["error"]["code"], -32601, "remote {era}: {method}: {r}");
+            assert_eq!(r["error"]["code"], -32601, "remote {era:?}: {method}: {r}");
+            assert_eq!(
+                r["error"]["message"],
+                format!("Method not found: {method} was removed in 2026-07-28"),
+                "remote {era:?}: {r}"
+            );
         }
-        // Still a working 2026 host afterwards.
+        // Still a working 2026 host afterwards, and the call is the one message since.
         h.request(
             json!("ok"),
             "tools/call",
             modern_call_params("echo", json!({"text": "x"})),
         );
         assert_eq!(text(&h.response(&json!("ok"), T)), "x");
+        let since = remote.methods().split_off(before);
+        assert_eq!(
+            since,
+            vec!["tools/call"],
+            "{era:?}: what reached the remote"
+        );
         h.close_stdin();
         assert!(h.wait_exit(Duration::from_secs(10)).is_some());
         h.assert_clean_stdout();

@@ -3,7 +3,8 @@
 //! stop on drop) and talks to it with the pieces here: MCP over HTTP in both eras (http.rs),
 //! a stdio host driving `connect` (stdio.rs), metrics (metrics.rs), auth fixtures (auth.rs),
 //! config-file daemons (daemon.rs), elicitation in both eras (elicit.rs), /proc facts
-//! (procs.rs), the collected log (log.rs), the lock of heavy tests (serial.rs) and the soak's
+//! (procs.rs), fake remotes of either era that record what reached them (remote.rs), the
+//! collected log (log.rs), the lock of heavy tests (serial.rs) and the soak's
 //! workload and report (soak.rs, soak_report.rs).
 //!
 //! There are six test binaries, one an area (`tests/{serve,connect,auth,daemon,eras,soak}/
@@ -22,6 +23,7 @@ mod http;
 mod log;
 mod metrics;
 mod procs;
+mod remote;
 mod serial;
 mod soak;
 mod soak_report;
@@ -35,6 +37,7 @@ pub use self::http::*;
 pub use self::log::*;
 pub use self::metrics::*;
 pub use self::procs::*;
+pub use self::remote::*;
 pub use self::serial::*;
 pub use self::soak::*;
 pub use self::soak_report::*;
