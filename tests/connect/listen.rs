@@ -54,18 +54,6 @@ fn note(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
-/// Wait (bounded) until connect's log has a line containing `needle`.
-fn wait_log(h: &Host, needle: &str) {
-    let until = Instant::now() + T;
-    while Instant::now() < until {
-        if h.log.find(needle).is_some() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("no log line with {needle:?}; log:\n{}", h.log.dump());
-}
-
 /// The `notifications/message` that came before the answer to `id`, and that answer.
 fn log_call(h: &mut Host, id: Value, params: Value) -> (Vec<Value>, Value) {
     h.request(id.clone(), "tools/call", params);
@@ -174,7 +162,7 @@ async fn modern_host_listens_on_a_2025_remote() {
 
     // Cancelling L1 keeps the subscription (7 still holds it) and ends L1's traffic.
     h.notify("notifications/cancelled", json!({"requestId": "L1"}));
-    wait_log(&h, "listen \"L1\" ended");
+    h.log.expect_blocking("listen \"L1\" ended", T);
     assert_eq!(notify(&mut h, json!(14), "updated", true), "updated: 1");
     let u = h.wait_for("resource update for 7", T, |m| {
         m["method"] == "notifications/resources/updated"
@@ -194,8 +182,9 @@ async fn modern_host_listens_on_a_2025_remote() {
 
     // Cancelling the last holder unsubscribes the remote.
     h.notify("notifications/cancelled", json!({"requestId": 7}));
-    wait_log(&h, "listen 7 ended");
-    wait_log(&h, "resources/unsubscribe demo://readme on the remote");
+    h.log.expect_blocking("listen 7 ended", T);
+    h.log
+        .expect_blocking("resources/unsubscribe demo://readme on the remote", T);
     assert_eq!(notify(&mut h, json!(17), "updated", true), "updated: 0");
 
     // A cancelled listen is never answered; at shutdown an open one gets its completion.
@@ -335,13 +324,15 @@ async fn modern_host_log_level_reaches_a_2025_remote() {
     let (m, r) = log_call(&mut h, json!(1), log("info", "a", Some("warning")));
     assert_eq!(text(&r), "ok");
     assert!(m.is_empty(), "{m:?}");
-    wait_log(&h, "the 2025 remote now logs at warning");
+    h.log
+        .expect_blocking("the 2025 remote now logs at warning", T);
     let (m, _) = log_call(&mut h, json!(2), log("error", "b", Some("warning")));
     assert_eq!(m, vec![message("error", "b")]);
     // A lower level lowers the remote's.
     let (m, _) = log_call(&mut h, json!(3), log("info", "c", Some("debug")));
     assert_eq!(m, vec![message("info", "c")]);
-    wait_log(&h, "the 2025 remote now logs at debug");
+    h.log
+        .expect_blocking("the 2025 remote now logs at debug", T);
     // The remote now logs at debug; a request asking for errors only gets errors.
     let (m, _) = log_call(&mut h, json!(4), log("warning", "d", Some("error")));
     assert!(m.is_empty(), "{m:?}");
@@ -403,11 +394,11 @@ async fn legacy_hosts_listen_is_reopened_when_the_remote_restarts() {
     let port = serve.addr.port().to_string();
     let mut h = Host::start(&serve.url, &["--protocol", "2026-07-28"]);
     h.initialize("2025-11-25", json!({}));
-    wait_log(&h, ACKED);
+    h.log.expect_blocking(ACKED, T);
 
     // The remote goes away (its listen stream ends) and comes back on the same port.
     drop(serve);
-    wait_log(&h, "re-opening in");
+    h.log.expect_blocking("re-opening in", T);
     let _serve = Bridge::serve(&["--demo", "--demo-era", "modern", "--port", &port]).await;
     let until = Instant::now() + T;
     while h.log.dump().matches(ACKED).count() < 2 {
@@ -544,9 +535,9 @@ async fn legacy_hosts_first_answer_does_not_wait_for_a_listen_that_ended() {
             h.request(json!(1), "tools/list", json!({}));
             let r = h.response(&json!(1), BOUND);
             assert_eq!(r["result"]["tools"], json!([]), "{r}");
-            wait_log(
-                &h,
+            h.log.expect_blocking(
                 "the listen held for a 2025 caller ended or could not open",
+                T,
             );
             h.close_stdin();
             assert!(h.wait_exit(Duration::from_secs(10)).is_some());

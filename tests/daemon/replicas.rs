@@ -88,8 +88,9 @@ fn via(s: &Session, url: &str) -> Session {
     }
 }
 
-/// A session minted by one replica works through every other: calls, GET stream, DELETE; a
-/// session of each replica at once; the hops are counted.
+/// A session minted by one replica works through every other: calls, a GET stream whose
+/// events come through another replica, DELETE (which ends that stream); a session of each
+/// replica at once; the hops are counted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_2025_session_is_served_through_every_replica() {
     // Replicas bind ports picked free beforehand, and three at once are a load: alone.
@@ -110,7 +111,8 @@ async fn a_2025_session_is_served_through_every_replica() {
             assert_eq!(reply.text(), text, "{reply:?}");
         }
     }
-    // The GET stream of replica 0's session, opened on replica 2.
+    // The GET stream of replica 0's session, opened on replica 2, carries the child's
+    // notification caused by a call through replica 1.
     let s = via(&sessions[0], r.url(2));
     let get = c.get(&s.url).headers(s.headers()).send().await.unwrap();
     assert_eq!(get.status(), 200);
@@ -118,7 +120,16 @@ async fn a_2025_session_is_served_through_every_replica() {
         get.headers()["content-type"].to_str().unwrap(),
         "text/event-stream"
     );
-    drop(get);
+    let mut stream = SseReader::new(get);
+    for (n, kind) in ["tools", "prompts"].into_iter().enumerate() {
+        let poke = via(&sessions[0], r.url(1))
+            .call(json!(format!("n{n}")), "notify", json!({"kind": kind}))
+            .await;
+        assert_eq!(poke.text(), "ok", "{poke:?}");
+        let ev = stream.next(T).await.expect("an event on the forwarded GET");
+        let want = format!("notifications/{kind}/list_changed");
+        assert_eq!(ev["method"], want.as_str(), "{ev}");
+    }
     // DELETE through replica 1 ends it everywhere.
     let del = c
         .delete(r.url(1))
@@ -127,6 +138,10 @@ async fn a_2025_session_is_served_through_every_replica() {
         .await
         .unwrap();
     assert_eq!(del.status(), 200);
+    assert!(
+        stream.ends_within(T).await,
+        "the forwarded GET stream outlived its session"
+    );
     for hop in 0..3 {
         let gone = via(&sessions[0], r.url(hop))
             .call(json!(9), "echo", json!({"text": "x"}))

@@ -104,11 +104,9 @@ async fn crash_mid_call_then_restart() {
     let r = echo_until_ok(&c, &b.url, "after crash", Duration::from_secs(20)).await;
     assert_eq!(r.text(), "after crash", "{r:?}\nlog:\n{}", b.log.dump());
     // The log is read from the bridge's stderr asynchronously: wait (bounded) for the line.
-    let until = std::time::Instant::now() + Duration::from_secs(10);
-    while b.log.count("child started") < 2 && std::time::Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(b.log.count("child started") >= 2, "log:\n{}", b.log.dump());
+    b.log
+        .expect_count("child started", 2, Duration::from_secs(10))
+        .await;
 
     // The session made before the crash still works.
     let r = s
@@ -127,25 +125,72 @@ async fn crash_mid_call_then_restart() {
     assert_eq!(r.error_code(), -32020);
 }
 
+/// `mcp_bridge_dropped_frames_total{reason}` for every reason the README lists, from a scrape.
+fn drops(t: &str) -> Vec<(&'static str, Option<f64>)> {
+    const REASONS: [&str; 7] = [
+        "unknown_id",
+        "oversize",
+        "malformed",
+        "slow_consumer",
+        "unroutable_request",
+        "undeclared_capability",
+        "legacy_only_notification",
+    ];
+    REASONS
+        .iter()
+        .map(|r| {
+            let series = format!("mcp_bridge_dropped_frames_total{{reason=\"{r}\"}}");
+            (*r, sample(t, &series))
+        })
+        .collect()
+}
+
+/// Junk a child writes on stdout (a line over `--max-line`, a line that is not JSON, an answer
+/// to an id nobody asked) is skipped: the call that caused it still gets its answer, the child
+/// keeps serving, and each skipped line moves its own `dropped_frames_total{reason}` by
+/// exactly one (every reason exported from the start, at 0 or more).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn junk_on_stdout_is_skipped() {
-    // The demo's own tools/list answer (~3.4 KB) is over this limit too, so the start-up
+    // The demo's own tools/list answer (~3.9 KB) is over this limit too, so the start-up
     // tool scan times out: keep that wait short.
-    let b = Bridge::demo(&["--max-line", "1024", "--probe-timeout", "1s"]).await;
+    let b = Bridge::demo(&[
+        "--max-line",
+        "1024",
+        "--probe-timeout",
+        "1s",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ])
+    .await;
+    b.wait_ready(Duration::from_secs(20)).await;
+    let m = Scraper::of(&b).await;
     let c = client();
+    // The start-up scan's answer, over the limit, was the one drop before any call.
+    let mut before = drops(&m.scrape().await);
+    for (reason, v) in &before {
+        let want = if *reason == "oversize" { 1.0 } else { 0.0 };
+        assert_eq!(*v, Some(want), "{reason} at start");
+    }
     let cases = [
-        json!({"kind": "oversize", "size": 100000}),
-        json!({"kind": "malformed"}),
-        json!({"kind": "unknown_id"}),
-        json!({"kind": "oversize", "size": 1025}),
-        json!({"kind": "oversize", "size": 5_000_000}),
+        (json!({"kind": "oversize", "size": 100000}), "oversize"),
+        (json!({"kind": "malformed"}), "malformed"),
+        (json!({"kind": "unknown_id"}), "unknown_id"),
+        (json!({"kind": "oversize", "size": 1025}), "oversize"),
+        (json!({"kind": "oversize", "size": 5_000_000}), "oversize"),
     ];
-    for (i, args) in cases.iter().enumerate() {
+    for (i, (args, reason)) in cases.iter().enumerate() {
         let r = call_modern(&c, &b.url, json!(i), "junk", args.clone()).await;
         assert_eq!(r.status, 200, "{args}: {r:?}");
         assert_eq!(r.last()["id"], i, "{args}: {r:?}");
         assert_eq!(r.text(), "ok", "{args}: {r:?}");
         assert!(!r.raw.contains("xxxxxxxxxx"), "junk leaked to the client");
+        // The junk line came before the answer on the child's stdout: counted by now.
+        let after = drops(&m.scrape().await);
+        for ((name, was), (_, now)) in before.iter().zip(&after) {
+            let delta = if name == reason { 1.0 } else { 0.0 };
+            assert_eq!(*now, was.map(|w| w + delta), "{args}: {name}");
+        }
+        before = after;
     }
     // The same through a 2025 session.
     let s = Session::open(&c, &b.url).await;
@@ -165,6 +210,13 @@ async fn junk_on_stdout_is_skipped() {
     let r = call_modern(&c, &b.url, json!(11), "bytes", json!({"n": 800})).await;
     assert_eq!(r.text().len(), 800);
     assert_eq!(b.log.count("child started"), 1, "log:\n{}", b.log.dump());
+    let t = m.scrape().await;
+    let oversize = r#"mcp_bridge_dropped_frames_total{reason="oversize"}"#;
+    assert_eq!(
+        sample(&t, oversize),
+        Some(5.0),
+        "1 at start, 3 by 2026 calls, 1 by 2025"
+    );
 }
 
 /// A response line over `--max-line` cannot be delivered; the bridge recognises the id at the

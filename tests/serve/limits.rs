@@ -67,22 +67,6 @@ fn series(route: &str, method: &str, status: &str) -> String {
     )
 }
 
-/// Scrape (bounded) until `series` reads at least `want`; the last scrape.
-async fn until_at_least(c: &reqwest::Client, murl: &str, series: &str, want: f64) -> String {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = scrape(c, murl).await;
-        if sample(&t, series) >= Some(want) {
-            return t;
-        }
-        assert!(
-            Instant::now() < until,
-            "{series} never reached {want}:\n{t}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 const HALF_HEAD: &[u8] = b"GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
 
 /// A head cut short and a connection that never sends anything are both closed at the header
@@ -131,7 +115,9 @@ async fn stalled_body_gets_408_and_close() {
         out.to_ascii_lowercase().contains("connection: close"),
         "{out:?}"
     );
-    until_at_least(&client(), &murl, &series("mcp", "POST", "408"), 1.0).await;
+    Scraper::at(&murl)
+        .until_at_least(&series("mcp", "POST", "408"), 1.0)
+        .await;
 }
 
 /// An idle keep-alive connection is closed at `--http-idle-timeout`; with a short header
@@ -187,7 +173,9 @@ async fn connection_cap_refuses_with_503_and_counts() {
         .expect("the refused connection is closed");
     assert!(out.starts_with("HTTP/1.1 503 "), "{out:?}");
     assert!(out.contains("Retry-After: 1\r\n"), "{out:?}");
-    until_at_least(&c, &murl, &series("connection_cap", "other", "503"), 1.0).await;
+    Scraper::at(&murl)
+        .until_at_least(&series("connection_cap", "other", "503"), 1.0)
+        .await;
     drop(held);
     let until = Instant::now() + Duration::from_secs(20);
     loop {
@@ -235,7 +223,9 @@ async fn stream_cap_refuses_with_503_and_counts() {
     let r = post_modern(&c, &b.url, &echo).await;
     assert_eq!(r.status, 503, "{:?}", r.messages);
     assert_eq!(r.header("retry-after").as_deref(), Some("1"));
-    until_at_least(&c, &murl, &series("stream_cap", "POST", "503"), 1.0).await;
+    Scraper::at(&murl)
+        .until_at_least(&series("stream_cap", "POST", "503"), 1.0)
+        .await;
     // The liveness probe is not capped (busy is not dead); readiness is (a full listener reads
     // unready, so a balancer sends new work elsewhere).
     let live = c.get(b.endpoint("/healthz")).send().await.unwrap();
@@ -294,7 +284,9 @@ async fn http2_oversize_head_gets_counted_431() {
     }
     let r = req.send().await.unwrap();
     assert_eq!(r.status(), 431);
-    until_at_least(&client(), &murl, &series("other", "other", "431"), 1.0).await;
+    Scraper::at(&murl)
+        .until_at_least(&series("other", "other", "431"), 1.0)
+        .await;
 }
 
 /// The HTTP/2 head limit is the user's: with `--h2-max-header-list-size 8KiB` a 10 KB header
@@ -326,7 +318,9 @@ async fn http2_header_list_limit_is_configurable() {
     let murl = metrics_url(&b).await;
     assert_eq!(probe(&b, 2_000).await.unwrap().status(), 200);
     assert_eq!(probe(&b, 10_000).await.unwrap().status(), 431);
-    until_at_least(&client(), &murl, &series("other", "other", "431"), 1.0).await;
+    Scraper::at(&murl)
+        .until_at_least(&series("other", "other", "431"), 1.0)
+        .await;
     drop(b);
 
     let dir = tempfile::tempdir().unwrap();
@@ -373,8 +367,12 @@ async fn config_limits_apply_and_bad_keys_are_78() {
         c.get(b.endpoint("/nowhere")).send().await.unwrap().status(),
         404
     );
-    until_at_least(&c, &murl, &series("health", "GET", "200"), 1.0).await;
-    until_at_least(&c, &murl, &series("other", "GET", "404"), 1.0).await;
+    Scraper::at(&murl)
+        .until_at_least(&series("health", "GET", "200"), 1.0)
+        .await;
+    Scraper::at(&murl)
+        .until_at_least(&series("other", "GET", "404"), 1.0)
+        .await;
 
     let check = |name: &str, text: &str| {
         let p = write(dir.path(), name, text);

@@ -8,27 +8,11 @@
 
 use crate::support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-/// Scrape (bounded) until `series` reads `want`; the last scrape.
-async fn until_sample(c: &reqwest::Client, murl: &str, series: &str, want: f64) -> String {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = scrape(c, murl).await;
-        if sample(&t, series) == Some(want) {
-            return t;
-        }
-        assert!(
-            Instant::now() < until,
-            "{series} never read {want}; last scrape:\n{t}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 const IN_FLIGHT: &str = "mcp_bridge_calls_in_flight";
 const TOOL_CALL_FINALS: &str =
@@ -119,7 +103,7 @@ async fn streaming_calls_are_in_flight_until_answered_or_cancelled() {
         let mut legacy = streams.pop().expect("the 2025 stream");
         assert!(legacy.ends_within(Duration::from_secs(20)).await, "{era}");
         drop(streams);
-        until_sample(&c, &murl, IN_FLIGHT, 0.0).await;
+        Scraper::at(&murl).until_sample(IN_FLIGHT, 0.0).await;
 
         // Calls that run to their answer leave the gauge before the answer is sent.
         let body = modern_tool_call_progress(
@@ -174,7 +158,6 @@ async fn raw_exchange(addr: std::net::SocketAddr, raw: &[u8]) -> String {
 async fn answers_hyper_writes_itself_are_counted() {
     let b = Bridge::demo(&["--metrics-listen", "127.0.0.1:0"]).await;
     let murl = metrics_url(&b).await;
-    let c = client();
     let series = |status: &str| {
         format!(
             r#"mcp_bridge_http_responses_total{{method="other",route="other",status="{status}"}}"#
@@ -215,9 +198,9 @@ async fn answers_hyper_writes_itself_are_counted() {
     assert!(out.starts_with("HTTP/1.1 400 "), "{out:?}");
 
     // Counted as each connection ends, just after hyper wrote its answer.
-    until_sample(&c, &murl, &series("400"), 3.0).await;
-    until_sample(&c, &murl, &series("431"), 1.0).await;
-    let t = until_sample(&c, &murl, &series("414"), 1.0).await;
+    Scraper::at(&murl).until_sample(&series("400"), 3.0).await;
+    Scraper::at(&murl).until_sample(&series("431"), 1.0).await;
+    let t = Scraper::at(&murl).until_sample(&series("414"), 1.0).await;
     // No catch-all series (the family is there: the three above were read from it).
     assert_eq!(
         sample(
@@ -252,19 +235,6 @@ async fn delete(s: &Session) {
     assert_eq!(r.status(), 200);
 }
 
-/// Wait (bounded) until the log has `n` lines containing `needle`.
-async fn until_count(b: &Bridge, needle: &str, n: usize) {
-    let until = Instant::now() + Duration::from_secs(20);
-    while b.log.count(needle) < n {
-        assert!(
-            Instant::now() < until,
-            "fewer than {n} {needle:?} lines; log:\n{}",
-            b.log.dump()
-        );
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 /// The listen the bridge holds on a 2026 child for a 2025 session's GET stream is the bridge's
 /// own: ending it (DELETE, a new subscription set, the GET stream's end) tells the child but
 /// counts no cancellation (it counted one `client_disconnect` each before).
@@ -280,14 +250,14 @@ async fn ending_a_session_is_not_a_client_cancellation() {
     // DELETE with the GET stream open.
     let s1 = Session::open(&c, &b.url).await;
     let mut g1 = open_get_stream(&s1).await;
-    until_count(&b, STARTED, 1).await;
+    b.log.expect_count(STARTED, 1, METRIC_WAIT).await;
     delete(&s1).await;
     assert!(g1.ends_within(Duration::from_secs(20)).await);
 
     // A subscription re-issues the listen (the old one ends), then DELETE.
     let s2 = Session::open(&c, &b.url).await;
     let mut g2 = open_get_stream(&s2).await;
-    until_count(&b, STARTED, 2).await;
+    b.log.expect_count(STARTED, 2, METRIC_WAIT).await;
     let r = s2
         .request(
             json!(1),
@@ -296,16 +266,16 @@ async fn ending_a_session_is_not_a_client_cancellation() {
         )
         .await;
     assert_eq!(r.result(), &json!({}), "{r:?}");
-    until_count(&b, STARTED, 3).await;
+    b.log.expect_count(STARTED, 3, METRIC_WAIT).await;
     delete(&s2).await;
     assert!(g2.ends_within(Duration::from_secs(20)).await);
 
     // The client closes its GET stream, then ends the session.
     let s3 = Session::open(&c, &b.url).await;
     let g3 = open_get_stream(&s3).await;
-    until_count(&b, STARTED, 4).await;
+    b.log.expect_count(STARTED, 4, METRIC_WAIT).await;
     drop(g3);
-    until_count(&b, ENDED, 4).await;
+    b.log.expect_count(ENDED, 4, METRIC_WAIT).await;
     delete(&s3).await;
 
     // The child was told about every listen the bridge let go of; nothing was counted.

@@ -35,18 +35,6 @@ async fn whoami_2026(c: &reqwest::Client, url: &str, id: u64) -> u32 {
     pid_of(&call_modern(c, url, json!(id), "whoami", json!({})).await)
 }
 
-/// Wait (bounded) until `series` reads `want`; the last value read (`None`: absent).
-async fn gauge_reaches(m: &Scraper, series: &str, want: f64) -> Option<f64> {
-    let until = Instant::now() + T;
-    loop {
-        let v = metric_sum(&m.scrape().await, series, &[]);
-        if v == Some(want) || Instant::now() >= until {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// `serve --demo <args> --metrics-listen 127.0.0.1:0`, ready, with its scraper.
 async fn pool_bridge(args: &[&str]) -> (Bridge, Scraper) {
     let mut all = args.to_vec();
@@ -68,10 +56,7 @@ fn alive(pid: u32) -> bool {
 async fn a_busy_pool_grows_and_an_idle_one_shrinks() {
     let (b, m) = pool_bridge(&["--pool-max", "3", "--pool-idle", "1s"]).await;
     let c = client();
-    assert_eq!(
-        gauge_reaches(&m, "mcp_bridge_pool_children", 1.0).await,
-        Some(1.0)
-    );
+    m.until_sum("mcp_bridge_pool_children", 1.0).await;
     let first = whoami_2026(&c, &b.url, 1).await;
     assert_eq!(
         whoami_2026(&c, &b.url, 2).await,
@@ -107,12 +92,7 @@ async fn a_busy_pool_grows_and_an_idle_one_shrinks() {
     assert_eq!(r.status, 200, "{r:?}");
 
     // Idle for a second: back to one child, every other process stopped.
-    assert_eq!(
-        gauge_reaches(&m, "mcp_bridge_pool_children", 1.0).await,
-        Some(1.0),
-        "log:\n{}",
-        b.log.dump()
-    );
+    m.until_sum("mcp_bridge_pool_children", 1.0).await;
     let left = whoami_2026(&c, &b.url, 4).await;
     assert!(alive(left));
     let until = Instant::now() + T;
@@ -189,19 +169,24 @@ async fn two_sessions_eliciting_at_once_each_have_a_child() {
 }
 
 /// Two 2026 `elicit` calls parked on two 2025 children (whose request ids are the same
-/// numbers): each retry's answer goes back to the child that asked.
+/// numbers): the second park goes to the other child (the pool shows two busy children while
+/// both are parked), and each retry's answer goes back to the child that asked.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn parked_calls_on_two_children_resume_on_their_own() {
-    let b = Bridge::demo(&["--demo-era", "legacy", "--pool-min", "2"]).await;
-    b.wait_ready(T).await;
+    let (b, m) = pool_bridge(&["--demo-era", "legacy", "--pool-min", "2"]).await;
+    m.until_sum("mcp_bridge_pool_children", 2.0).await;
     let c = client();
     // The second goes to the less loaded child: the first holds a parked call.
     let p1 = park_2026(&c, &b.url, json!("p1"), "one").await;
+    m.until_sum("mcp_bridge_pool_busy_children", 1.0).await;
     let p2 = park_2026(&c, &b.url, json!("p2"), "two").await;
+    let t = m.until_sum("mcp_bridge_pool_busy_children", 2.0).await;
+    assert_eq!(metric_sum(&t, "mcp_bridge_pool_children", &[]), Some(2.0));
     let t2 = retry_2026(&c, &b.url, json!("r2"), "two", p2, "Second").await;
     let t1 = retry_2026(&c, &b.url, json!("r1"), "one", p1, "First").await;
-    assert!(t1.contains("First"), "{t1}");
-    assert!(t2.contains("Second"), "{t2}");
+    assert!(t1.contains("First") && !t1.contains("Second"), "{t1}");
+    assert!(t2.contains("Second") && !t2.contains("First"), "{t2}");
+    m.until_sum("mcp_bridge_pool_busy_children", 0.0).await;
 }
 
 /// `/readyz` says ready only once `--pool-min` children are; a scrape shows them.
@@ -214,10 +199,7 @@ async fn ready_at_pool_min() {
         Some(3.0)
     );
     // The gauge follows the children within a tick of the pool's task.
-    assert_eq!(
-        gauge_reaches(&m, "mcp_bridge_upstream_up", 1.0).await,
-        Some(1.0)
-    );
+    m.until_sum("mcp_bridge_upstream_up", 1.0).await;
     // Three calls at once land on three children (least loaded first), none shares.
     let c = client();
     let calls: Vec<_> = (0..3)
@@ -228,12 +210,7 @@ async fn ready_at_pool_min() {
             })
         })
         .collect();
-    assert_eq!(
-        gauge_reaches(&m, "mcp_bridge_pool_busy_children", 3.0).await,
-        Some(3.0),
-        "log:\n{}",
-        b.log.dump()
-    );
+    m.until_sum("mcp_bridge_pool_busy_children", 3.0).await;
     for h in calls {
         assert_eq!(h.await.unwrap().status, 200);
     }

@@ -65,6 +65,32 @@ impl Log {
         }
     }
 
+    /// Like `wait_count`, but panics with the whole log when fewer than `n` lines come.
+    pub async fn expect_count(&self, needle: &str, n: usize, timeout: Duration) {
+        let c = self.wait_count(needle, n, timeout).await;
+        assert!(
+            c >= n,
+            "{c} of {n} log lines containing {needle:?} within {timeout:?}; log:\n{}",
+            self.dump()
+        );
+    }
+
+    /// `expect` for a test without a runtime: blocks the thread while it waits.
+    pub fn expect_blocking(&self, needle: &str, timeout: Duration) -> String {
+        let until = Instant::now() + timeout;
+        loop {
+            if let Some(l) = self.find(needle) {
+                return l;
+            }
+            assert!(
+                Instant::now() < until,
+                "no log line containing {needle:?} within {timeout:?}; log:\n{}",
+                self.dump()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
     /// Wait (bounded) for a line containing `needle`.
     pub async fn wait_for(&self, needle: &str, timeout: Duration) -> Option<String> {
         let until = Instant::now() + timeout;

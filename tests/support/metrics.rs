@@ -2,10 +2,14 @@
 //! binary logged it (serve and connect alike), one scrape that checks the exposition format,
 //! one sample looked up by its exact series name (`sample`), and the sum of a metric's samples
 //! over the series whose labels match (`metric_sum`); both are `None` for a missing series.
-//! `Scraper` scrapes again and again without keeping a connection open, for tests that count
-//! the bridge's fds between scrapes.
+//! `Scraper` scrapes again and again without keeping a connection open (for tests that count
+//! the bridge's fds between scrapes), and `Scraper::until*` is the one bounded wait for a
+//! metric to reach a value.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// How long `Scraper::until_*` wait for a metric to get where a test says it goes.
+pub const METRIC_WAIT: Duration = Duration::from_secs(20);
 
 use super::log::{word_after, Log};
 
@@ -80,6 +84,11 @@ pub struct Scraper {
 impl Scraper {
     /// The metrics listener `of` logged (bounded wait, see `metrics_url`).
     pub async fn of(of: impl AsRef<Log>) -> Scraper {
+        Scraper::at(&metrics_url(of).await)
+    }
+
+    /// The metrics endpoint at `url` (a `/metrics` URL already known).
+    pub fn at(url: &str) -> Scraper {
         let c = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
             .timeout(Duration::from_secs(60))
@@ -87,8 +96,48 @@ impl Scraper {
             .expect("reqwest client");
         Scraper {
             c,
-            url: metrics_url(of).await,
+            url: url.to_owned(),
         }
+    }
+
+    /// Scrape every 50 ms until `ok` holds of a scrape; that scrape. Panics after `timeout`
+    /// with `what` and the last scrape: the one wait for "the metric gets there".
+    pub async fn until(&self, what: &str, timeout: Duration, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let t = self.scrape().await;
+            if ok(&t) {
+                return t;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what} not within {timeout:?}; last scrape:\n{t}"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `until` the exact series `series` reads `want` (a missing series never does).
+    pub async fn until_sample(&self, series: &str, want: f64) -> String {
+        let what = format!("{series} == {want}");
+        self.until(&what, METRIC_WAIT, |t| sample(t, series) == Some(want))
+            .await
+    }
+
+    /// `until` the exact series `series` reads at least `want`.
+    pub async fn until_at_least(&self, series: &str, want: f64) -> String {
+        let what = format!("{series} >= {want}");
+        self.until(&what, METRIC_WAIT, |t| sample(t, series) >= Some(want))
+            .await
+    }
+
+    /// `until` the sum of metric `name` over all its series reads `want`.
+    pub async fn until_sum(&self, name: &str, want: f64) -> String {
+        let what = format!("sum of {name} == {want}");
+        self.until(&what, METRIC_WAIT, |t| {
+            metric_sum(t, name, &[]) == Some(want)
+        })
+        .await
     }
 
     /// One scrape (checked like `scrape`).
