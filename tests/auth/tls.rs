@@ -248,16 +248,5 @@ async fn tls_connection_cap_refuses_inside_the_handshake() {
     assert!(out.contains("Retry-After: 1\r\n"), "{out:?}");
     let series =
         "mcp_bridge_http_responses_total{method=\"other\",route=\"connection_cap\",status=\"503\"}";
-    let until = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = scrape(&client(), &murl).await;
-        if sample(&t, series) == Some(1.0) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < until,
-            "{series} not counted:\n{t}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    Scraper::at(&murl).until_sample(series, 1.0).await;
 }

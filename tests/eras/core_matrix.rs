@@ -408,13 +408,12 @@ async fn dropped_row(face: Face, up: Up) {
             assert_eq!(text_of(&h.response(&json!(1), T)), "completed", "{tag}");
             // It arrives on the session stream, after or before the answer: wait (bounded)
             // until connect has counted it, then make sure it never reached the host.
-            let murl = metrics_url(&h).await;
-            let until = Instant::now() + T;
-            let mut text = scrape(&client(), &murl).await;
-            while dropped(&text) < Some(1.0) && Instant::now() < until {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                text = scrape(&client(), &murl).await;
-            }
+            let text = Scraper::of(&h)
+                .await
+                .until(&format!("{tag}: the drop counted"), T, |t| {
+                    dropped(t) >= Some(1.0)
+                })
+                .await;
             assert!(
                 !h.drain(Duration::from_millis(100)).iter().any(complete),
                 "{tag}"

@@ -96,14 +96,12 @@ async fn two_sessions_eliciting_at_once_each_get_their_own_answer() {
             (bb, sse, req)
         })
     };
-    let mut queued = None;
-    for _ in 0..400 {
-        queued = metric_sum(&metrics.scrape().await, "mcp_bridge_calls_queued", &[]);
-        if queued >= Some(1.0) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
+    let t = metrics
+        .until("a call queued", Duration::from_secs(10), |t| {
+            metric_sum(t, "mcp_bridge_calls_queued", &[]) >= Some(1.0)
+        })
+        .await;
+    let queued = metric_sum(&t, "mcp_bridge_calls_queued", &[]);
     assert_eq!(
         queued,
         Some(1.0),

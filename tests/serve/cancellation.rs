@@ -215,18 +215,11 @@ async fn session_delete_cancels_a_hung_up_call_2025() {
         // The request future is gone: the client hung up. The bridge has seen it once the
         // call left `calls_in_flight` (its response was dropped: a cancel would have been
         // sent to the child then, before anything sent to the child after it).
-        let until = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            let t = m.scrape().await;
-            if sample(&t, "mcp_bridge_calls_in_flight") == Some(0.0) {
-                break;
-            }
-            assert!(
-                std::time::Instant::now() < until,
-                "{era}: the hang-up never reached the bridge:\n{t}"
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        let what = format!("{era}: the hang-up reached the bridge (no call in flight)");
+        m.until(&what, Duration::from_secs(20), |t| {
+            sample(t, "mcp_bridge_calls_in_flight") == Some(0.0)
+        })
+        .await;
         // A later call through the same child is the barrier: the child answers it after
         // reading whatever the bridge wrote before, so a cancel would be in the log by now.
         let r = s.call(json!(2), "echo", json!({"text": "after"})).await;

@@ -170,7 +170,6 @@ fn promtool_clean(out: &std::process::Output) {
 async fn cancellation_by_disconnect_is_counted() {
     let b = Bridge::demo(&["--metrics-listen", "127.0.0.1:0"]).await;
     let murl = metrics_url(&b).await;
-    let c = client();
     b.wait_ready(Duration::from_secs(20)).await;
     let body = modern_tool_call(json!("s"), "slow", json!({"seconds": 30, "steps": 0}));
     let short = reqwest::Client::builder()
@@ -185,17 +184,13 @@ async fn cancellation_by_disconnect_is_counted() {
         .await;
     assert!(r.is_err(), "the slow call should not answer within 300 ms");
     let series = r#"mcp_bridge_cancellations_total{cause="client_disconnect"}"#;
-    let until = Instant::now() + Duration::from_secs(10);
-    loop {
-        let t = scrape(&c, &murl).await;
-        // Both settle within a moment of each other (the gauge drops as the call unwinds).
-        if sample(&t, series) == Some(1.0) && sample(&t, "mcp_bridge_calls_in_flight") == Some(0.0)
-        {
-            break;
-        }
-        assert!(Instant::now() < until, "{t}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Both settle within a moment of each other (the gauge drops as the call unwinds).
+    let what = "one client_disconnect cancellation and no call in flight";
+    Scraper::at(&murl)
+        .until(what, Duration::from_secs(10), |t| {
+            sample(t, series) == Some(1.0) && sample(t, "mcp_bridge_calls_in_flight") == Some(0.0)
+        })
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
