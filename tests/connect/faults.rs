@@ -108,15 +108,15 @@ async fn session_lost_404_reinitialises() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unauthorized_names_the_token_flags_and_never_logs_the_token() {
-    let addr = tiny_server(|_, _| {
-        (
+    let remote = fake_remote_with(RemoteEra::Modern, |_, _| {
+        Some((
             401,
             "application/json",
             r#"{"error":"unauthorized"}"#.into(),
-        )
+        ))
     })
     .await;
-    let url = format!("http://{addr}/mcp");
+    let url = remote.url.clone();
     let mut h = Host::start(&url, &[]);
     h.request(
         json!(1),
@@ -158,21 +158,16 @@ async fn unauthorized_names_the_token_flags_and_never_logs_the_token() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bearer_token_is_sent() {
-    let addr = tiny_server(|h, _| {
-        if h.get("authorization").and_then(|v| v.to_str().ok()) == Some("Bearer tok-1") {
-            (200, "application/json", r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28"],"capabilities":{},"ttlMs":0,"cacheScope":"private"}}"#.into())
-        } else {
-            (401, "text/plain", "no".into())
-        }
+    // Anything without the token is refused; with it, the fake remote's 2026 defaults.
+    let remote = fake_remote_with(RemoteEra::Modern, |_, h| {
+        let auth = h.get("authorization").and_then(|v| v.to_str().ok());
+        (auth != Some("Bearer tok-1")).then(|| (401, "text/plain", "no".into()))
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
     let f = dir.path().join("token");
     std::fs::write(&f, "tok-1\n").unwrap();
-    let mut h = Host::start(
-        &format!("http://{addr}/mcp"),
-        &["--bearer-token-file", f.to_str().unwrap()],
-    );
+    let mut h = Host::start(&remote.url, &["--bearer-token-file", f.to_str().unwrap()]);
     h.request(
         json!("x"),
         "server/discover",
@@ -245,15 +240,12 @@ async fn host_cancel_reaches_2025_remote() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_sse_is_an_error_for_that_call() {
-    let addr = tiny_server(|_, _| {
-        (
-            200,
-            "text/event-stream",
-            "event: message\ndata: {not json\n\n".into(),
-        )
+    let remote = fake_remote_with(RemoteEra::Modern, |_, _| {
+        let junk = "event: message\ndata: {not json\n\n";
+        Some((200, "text/event-stream", junk.into()))
     })
     .await;
-    let mut h = Host::start(&format!("http://{addr}/mcp"), &["--protocol", "2026-07-28"]);
+    let mut h = Host::start(&remote.url, &["--protocol", "2026-07-28"]);
     h.request(
         json!(1),
         "tools/call",
@@ -320,36 +312,52 @@ fn bad_ca_file_is_a_configuration_error() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped() {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    let lists = Arc::new(AtomicUsize::new(0));
-    let calls = Arc::new(AtomicUsize::new(0));
-    let (l2, c2) = (lists.clone(), calls.clone());
-    let addr = tiny_server(move |h, body| {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
-        let id = v["id"].clone();
-        let ok = |result: Value| (200, "application/json", json!({"jsonrpc":"2.0","id":id,"result":result}).to_string());
+    let lists = AtomicUsize::new(0);
+    let remote = fake_remote_with(RemoteEra::Modern, move |v, h| {
+        let id = &v["id"];
         match v["method"].as_str().unwrap_or("") {
             "tools/list" => {
-                let n = l2.fetch_add(1, Ordering::SeqCst);
                 // The first list lacks the annotation; later ones carry it.
-                let region = if n == 0 { json!({"type":"string"}) } else { json!({"type":"string","x-mcp-header":"Region"}) };
-                ok(json!({"resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[
-                    {"name":"good","inputSchema":{"type":"object","properties":{"region":region}}},
-                    {"name":"bad","inputSchema":{"type":"object","properties":{"x":{"type":"number","x-mcp-header":"X"}}}}]}))
-            }
-            "tools/call" => {
-                c2.fetch_add(1, Ordering::SeqCst);
-                if h.get("mcp-param-region").and_then(|v| v.to_str().ok()) == Some("eu") {
-                    ok(json!({"resultType":"complete","content":[{"type":"text","text":"ok"}]}))
+                let region = if lists.fetch_add(1, Ordering::SeqCst) == 0 {
+                    json!({"type": "string"})
                 } else {
-                    (400, "application/json", json!({"jsonrpc":"2.0","id":id,"error":{"code":-32020,"message":"Mcp-Param-Region missing"}}).to_string())
-                }
+                    json!({"type": "string", "x-mcp-header": "Region"})
+                };
+                Some(rpc_result(
+                    id,
+                    json!({"resultType": "complete", "ttlMs": 0,
+                    "cacheScope": "private", "tools": [
+                    {"name": "good", "inputSchema": {"type": "object",
+                        "properties": {"region": region}}},
+                    {"name": "bad", "inputSchema": {"type": "object",
+                        "properties": {"x": {"type": "number", "x-mcp-header": "X"}}}}]}),
+                ))
             }
-            _ => (404, "application/json", json!({"jsonrpc":"2.0","id":id,"error":{"code":-32601,"message":"no"}}).to_string()),
+            "tools/call" => Some(
+                if h.get("mcp-param-region").and_then(|v| v.to_str().ok()) == Some("eu") {
+                    rpc_result(
+                        id,
+                        json!({"resultType": "complete",
+                        "content": [{"type": "text", "text": "ok"}]}),
+                    )
+                } else {
+                    let e = json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32020, "message": "Mcp-Param-Region missing"}});
+                    (400, "application/json", e.to_string())
+                },
+            ),
+            _ => None,
         }
     })
     .await;
-    let mut h = Host::start(&format!("http://{addr}/mcp"), &["--protocol", "2026-07-28"]);
+    let calls = || {
+        remote
+            .methods()
+            .iter()
+            .filter(|m| *m == "tools/call")
+            .count()
+    };
+    let mut h = Host::start(&remote.url, &["--protocol", "2026-07-28"]);
     h.request(json!(1), "tools/list", json!({"_meta": modern_meta()}));
     let r = h.response(&json!(1), T);
     let names: Vec<&str> = r["result"]["tools"]
@@ -371,11 +379,7 @@ async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped(
     );
     let r = h.response(&json!(2), T);
     assert_eq!(text(&r), "ok", "{r}");
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        2,
-        "one rejected call, one retry"
-    );
+    assert_eq!(calls(), 2, "one rejected call, one retry");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -418,45 +422,46 @@ async fn broken_2025_stream_resumes_with_last_event_id() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_read_only_tools_are_retried_and_only_with_the_flag() {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::Arc;
-    let calls = Arc::new(AtomicUsize::new(0));
-    let reads = Arc::new(AtomicUsize::new(0));
-    let (c2, r2) = (calls.clone(), reads.clone());
-    let addr = tiny_server(move |_, body| {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
-        let id = v["id"].clone();
+    let reads = AtomicUsize::new(0);
+    let remote = fake_remote_with(RemoteEra::Modern, move |v, _| {
+        let id = &v["id"];
         match v["method"].as_str().unwrap_or("") {
-            "tools/list" => (
-                200,
-                "application/json",
-                json!({"jsonrpc":"2.0","id":id,"result":{
-                "resultType":"complete","ttlMs":0,"cacheScope":"private","tools":[
-                {"name":"read","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}},
-                {"name":"write","inputSchema":{"type":"object"}}]}})
-                .to_string(),
-            ),
+            "tools/list" => Some(rpc_result(
+                id,
+                json!({"resultType": "complete", "ttlMs": 0,
+                "cacheScope": "private", "tools": [
+                {"name": "read", "inputSchema": {"type": "object"},
+                    "annotations": {"readOnlyHint": true}},
+                {"name": "write", "inputSchema": {"type": "object"}}]}),
+            )),
             "tools/call" => {
                 // `write` always breaks after the request arrived; `read` breaks on its 1st,
                 // 3rd, … send and answers the others.
-                c2.fetch_add(1, Ordering::SeqCst);
                 let is_read = v["params"]["name"] == "read";
-                if !is_read || r2.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
-                    (200, "text/event-stream", ": accepted\n\n".into())
-                } else {
-                    (
-                        200,
-                        "application/json",
-                        json!({"jsonrpc":"2.0","id":id,"result":{
-                        "resultType":"complete","content":[{"type":"text","text":"ok"}]}})
-                        .to_string(),
-                    )
-                }
+                Some(
+                    if !is_read || reads.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
+                        (200, "text/event-stream", ": accepted\n\n".into())
+                    } else {
+                        rpc_result(
+                            id,
+                            json!({"resultType": "complete",
+                        "content": [{"type": "text", "text": "ok"}]}),
+                        )
+                    },
+                )
             }
-            _ => (404, "text/plain", String::new()),
+            _ => None,
         }
     })
     .await;
-    let url = format!("http://{addr}/mcp");
+    let calls = || {
+        remote
+            .methods()
+            .iter()
+            .filter(|m| *m == "tools/call")
+            .count()
+    };
+    let url = remote.url.clone();
     let mut h = Host::start(&url, &["--protocol", "2026-07-28", "--retry-idempotent"]);
     h.request(
         json!(1),
@@ -464,22 +469,14 @@ async fn only_read_only_tools_are_retried_and_only_with_the_flag() {
         modern_call_params("read", json!({})),
     );
     assert_eq!(text(&h.response(&json!(1), T)), "ok");
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        2,
-        "read-only: one failure, one retry"
-    );
+    assert_eq!(calls(), 2, "read-only: one failure, one retry");
     h.request(
         json!(2),
         "tools/call",
         modern_call_params("write", json!({})),
     );
     assert_eq!(reason(&h.response(&json!(2), T)), "connection_lost");
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        3,
-        "not read-only: never re-sent"
-    );
+    assert_eq!(calls(), 3, "not read-only: never re-sent");
     drop(h);
     let mut h = Host::start(&url, &["--protocol", "2026-07-28"]);
     h.request(
@@ -488,11 +485,7 @@ async fn only_read_only_tools_are_retried_and_only_with_the_flag() {
         modern_call_params("read", json!({})),
     );
     assert_eq!(reason(&h.response(&json!(3), T)), "connection_lost");
-    assert_eq!(
-        calls.load(Ordering::SeqCst),
-        4,
-        "without --retry-idempotent nothing is re-sent"
-    );
+    assert_eq!(calls(), 4, "without --retry-idempotent nothing is re-sent");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

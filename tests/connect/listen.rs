@@ -425,42 +425,30 @@ async fn legacy_hosts_listen_is_reopened_when_the_remote_restarts() {
 /// 2025 host after `initialize`, serve for a 2025 session's GET stream (`serve --upstream`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_listen_asks_only_for_offered_list_changes_on_both_faces() {
-    use std::sync::{Arc, Mutex};
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
-    let rec = seen.clone();
-    let remote = tiny_server(move |_, body| {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
-        let answer = match v["method"].as_str() {
-            Some("server/discover") => json!({"result": {"resultType": "complete", "ttlMs": 0,
-                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
-                "capabilities": {"tools": {"listChanged": true}, "prompts": {}}}}),
-            Some("subscriptions/listen") => {
-                rec.lock()
-                    .unwrap()
-                    .push(v["params"]["notifications"].clone());
-                json!({"error": {"code": -32601, "message": "no listens here"}})
-            }
-            _ => json!({"result": {"resultType": "complete", "tools": []}}),
-        };
-        let mut r = json!({"jsonrpc": "2.0", "id": v["id"]});
-        if let (Some(r), Some(a)) = (r.as_object_mut(), answer.as_object()) {
-            r.extend(a.clone());
+    let remote = fake_remote_with(RemoteEra::Modern, |v, _| {
+        let id = &v["id"];
+        match v["method"].as_str()? {
+            "server/discover" => Some(rpc_result(
+                id,
+                json!({"resultType": "complete",
+                "ttlMs": 0, "cacheScope": "private", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}, "prompts": {}}}),
+            )),
+            "subscriptions/listen" => Some(rpc_error(id, -32601, "no listens here")),
+            _ => None,
         }
-        (200, "application/json", r.to_string())
     })
     .await;
-    let url = format!("http://{remote}/mcp");
-    let first_filter = |before: usize| {
-        let until = Instant::now() + T;
-        loop {
-            if let Some(f) = seen.lock().unwrap().get(before) {
-                return f.clone();
-            }
-            assert!(
-                Instant::now() < until,
-                "no subscriptions/listen reached the remote"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+    let url = remote.url.clone();
+    // The notifications the first listen after the first `skip` messages asked for.
+    let first_filter = |skip: usize| {
+        let remote = &remote;
+        async move {
+            let listen = remote
+                .wait_for(skip, |m| m["method"] == "subscriptions/listen", T)
+                .await
+                .expect("no subscriptions/listen reached the remote");
+            listen["params"]["notifications"].clone()
         }
     };
     let want = json!({"toolsListChanged": true});
@@ -468,11 +456,11 @@ async fn held_listen_asks_only_for_offered_list_changes_on_both_faces() {
     // connect, a 2025 host.
     let mut h = Host::start(&url, &["--protocol", "2026-07-28"]);
     h.initialize("2025-11-25", json!({}));
-    assert_eq!(first_filter(0), want);
+    assert_eq!(first_filter(0).await, want);
     drop(h);
 
     // serve, a 2025 session's GET stream.
-    let before = seen.lock().unwrap().len();
+    let before = remote.seen().len();
     let b = Bridge::serve(&["--port", "0", "--upstream", &url]).await;
     let c = client();
     let s = Session::open(&c, &b.url).await;
@@ -484,33 +472,32 @@ async fn held_listen_asks_only_for_offered_list_changes_on_both_faces() {
         .await
         .expect("GET stream");
     assert_eq!(get.status(), 200);
-    assert_eq!(first_filter(before), want);
+    assert_eq!(first_filter(before).await, want);
 }
 
 /// A 2026 remote that ends every `subscriptions/listen` at once (as the conformance suite's
 /// 2026 test servers do): with `sse`, a stream that closes with no answer in it; else an
 /// immediate final result. Everything else: `server/discover` and an empty tool list.
-async fn listen_ending_remote(sse: bool) -> String {
-    let remote = tiny_server(move |_, body| {
-        let v: Value = serde_json::from_slice(body).unwrap_or_default();
-        let answer = match v["method"].as_str() {
-            Some("server/discover") => json!({"result": {"resultType": "complete", "ttlMs": 0,
-                "cacheScope": "private", "supportedVersions": ["2026-07-28"],
-                "capabilities": {"tools": {"listChanged": true}}}}),
-            Some("subscriptions/listen") if sse => {
-                return (200, "text/event-stream", String::new());
-            }
-            Some("subscriptions/listen") => json!({"result": {"resultType": "complete"}}),
-            _ => json!({"result": {"resultType": "complete", "tools": []}}),
-        };
-        let mut r = json!({"jsonrpc": "2.0", "id": v["id"]});
-        if let (Some(r), Some(a)) = (r.as_object_mut(), answer.as_object()) {
-            r.extend(a.clone());
+async fn listen_ending_remote(sse: bool) -> FakeRemote {
+    fake_remote_with(RemoteEra::Modern, move |v, _| {
+        let id = &v["id"];
+        match v["method"].as_str()? {
+            "server/discover" => Some(rpc_result(
+                id,
+                json!({"resultType": "complete",
+                "ttlMs": 0, "cacheScope": "private", "supportedVersions": ["2026-07-28"],
+                "capabilities": {"tools": {"listChanged": true}}}),
+            )),
+            "subscriptions/listen" if sse => Some((200, "text/event-stream", String::new())),
+            "subscriptions/listen" => Some(rpc_result(id, json!({"resultType": "complete"}))),
+            "tools/list" => Some(rpc_result(
+                id,
+                json!({"resultType": "complete", "tools": []}),
+            )),
+            _ => None,
         }
-        (200, "application/json", r.to_string())
     })
-    .await;
-    format!("http://{remote}/mcp")
+    .await
 }
 
 /// A 2025 host's first answers do not wait for a held listen the 2026 remote ended at once
@@ -520,7 +507,8 @@ async fn listen_ending_remote(sse: bool) -> String {
 async fn legacy_hosts_first_answer_does_not_wait_for_a_listen_that_ended() {
     const BOUND: Duration = Duration::from_secs(5);
     for sse in [false, true] {
-        let url = listen_ending_remote(sse).await;
+        let remote = listen_ending_remote(sse).await;
+        let url = remote.url.clone();
         for protocol in ["2026-07-28", "auto"] {
             let mut h = Host::start(&url, &["--protocol", protocol]);
             h.request(

@@ -8,24 +8,21 @@
 
 use crate::support;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use support::*;
 
 const T: Duration = Duration::from_secs(20);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn header_file_lines_reach_the_remote_on_every_request() {
-    let seen: Arc<Mutex<Vec<::http::HeaderMap>>> = Arc::default();
-    let log = seen.clone();
     // A 2026 remote that answers every request with an empty result for its id.
-    let addr = tiny_server(move |h, body| {
-        log.lock().unwrap().push(h.clone());
-        let v: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-        let answer = json!({"jsonrpc": "2.0", "id": v["id"], "result": {"tools": []}});
-        (200, "application/json", answer.to_string())
+    let remote = fake_remote_with(RemoteEra::Modern, |v, _| {
+        Some(rpc_result(
+            &v["id"],
+            json!({"resultType": "complete", "tools": []}),
+        ))
     })
     .await;
     let dir = tempfile::tempdir().unwrap();
@@ -35,9 +32,8 @@ async fn header_file_lines_reach_the_remote_on_every_request() {
         "# the tenant\n\nX-Tenant: acme\nX-Secret-Key: k-123\n",
     )
     .unwrap();
-    let url = format!("http://{addr}/mcp");
     let mut h = Host::start(
-        &url,
+        &remote.url,
         &[
             "--protocol",
             "2026-07-28",
@@ -52,7 +48,7 @@ async fn header_file_lines_reach_the_remote_on_every_request() {
         let r = h.response(&json!(i), T);
         assert!(r["result"]["tools"].is_array(), "{r}");
     }
-    let seen = seen.lock().unwrap();
+    let seen = remote.headers();
     assert!(seen.len() >= 2, "{} requests", seen.len());
     for hs in seen.iter() {
         assert_eq!(hs.get("x-tenant").unwrap(), "acme", "{hs:?}");

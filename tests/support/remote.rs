@@ -1,7 +1,7 @@
 //! Fake remote MCP servers for connect and `serve --upstream`, one builder for every test
 //! that needs a remote it controls: `fake_remote(era)` speaks the happy path of one protocol
 //! era (the 2025 handshake or the 2026 `server/discover`, an `echo` tool, -32601 for the
-//! rest) and records every JSON-RPC message posted to it, so a test can say what reached the
+//! rest) and records every JSON-RPC message posted to it (with its headers), so a test can say what reached the
 //! remote and what did not; `fake_remote_with(era, answer)` lets the test answer some
 //! requests itself and falls back to the era's defaults for the others.
 //!
@@ -39,16 +39,26 @@ pub fn rpc_error(id: &Value, code: i64, message: &str) -> RemoteReply {
     (200, "application/json", body.to_string())
 }
 
+/// What was posted to a fake remote: each message with the request's headers.
+type Record = Arc<Mutex<Vec<(Value, ::http::HeaderMap)>>>;
+
 /// A running fake remote: its URL and what was posted to it.
 pub struct FakeRemote {
     pub url: String,
-    seen: Arc<Mutex<Vec<Value>>>,
+    seen: Record,
 }
 
 impl FakeRemote {
     /// Every JSON-RPC message posted so far, in order (GETs are not recorded).
     pub fn seen(&self) -> Vec<Value> {
-        self.seen.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        let g = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        g.iter().map(|(m, _)| m.clone()).collect()
+    }
+
+    /// The headers of every POST so far, in order.
+    pub fn headers(&self) -> Vec<::http::HeaderMap> {
+        let g = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        g.iter().map(|(_, h)| h.clone()).collect()
     }
 
     /// The `method` of every posted message so far (requests and notifications), in order.
@@ -91,7 +101,7 @@ pub async fn fake_remote_with<F>(era: RemoteEra, answer: F) -> FakeRemote
 where
     F: Fn(&Value, &::http::HeaderMap) -> Option<RemoteReply> + Send + Sync + 'static,
 {
-    let seen: Arc<Mutex<Vec<Value>>> = Arc::default();
+    let seen: Record = Arc::default();
     let record = seen.clone();
     let addr = tiny_server(move |headers, body| {
         if body.is_empty() {
@@ -102,7 +112,7 @@ where
         record
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(msg.clone());
+            .push((msg.clone(), headers.clone()));
         answer(&msg, headers).unwrap_or_else(|| default_answer(era, &msg))
     })
     .await;
