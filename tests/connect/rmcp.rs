@@ -39,10 +39,7 @@ struct Seen {
 
 /// Wait (up to `T`) until `counter` exceeds `above`; its last value.
 async fn until_above(counter: &AtomicUsize, above: usize) -> usize {
-    let until = std::time::Instant::now() + T;
-    while counter.load(Ordering::SeqCst) <= above && std::time::Instant::now() < until {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until(T, || counter.load(Ordering::SeqCst) > above).await;
     counter.load(Ordering::SeqCst)
 }
 

@@ -4,7 +4,8 @@
 //! a stdio host driving `connect` (stdio.rs), metrics (metrics.rs), auth fixtures (auth.rs),
 //! config-file daemons (daemon.rs), elicitation in both eras (elicit.rs), /proc facts
 //! (procs.rs), fake remotes of either era that record what reached them (remote.rs), the
-//! collected log (log.rs), the lock of heavy tests (serial.rs) and the soak's
+//! collected log (log.rs), the generic bounded wait and `under_ci()` (wait.rs), the lock of
+//! heavy tests (serial.rs) and the soak's
 //! workload and report (soak.rs, soak_report.rs).
 //!
 //! There are six test binaries, one an area (`tests/{serve,connect,auth,daemon,eras,soak}/
@@ -28,6 +29,7 @@ mod serial;
 mod soak;
 mod soak_report;
 mod stdio;
+mod wait;
 
 pub use self::auth::*;
 pub use self::bridge::*;
@@ -42,3 +44,4 @@ pub use self::serial::*;
 pub use self::soak::*;
 pub use self::soak_report::*;
 pub use self::stdio::*;
+pub use self::wait::*;

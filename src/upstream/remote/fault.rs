@@ -192,7 +192,9 @@ fn tls_in(e: &(dyn std::error::Error + 'static)) -> bool {
     e.source().is_some_and(tls_in)
 }
 
-pub(super) fn classify_connect(detail: &str) -> &'static str {
+/// `connect_reason`'s second step: the reason from the error chain's text, for the errors
+/// that no type check in `connect_reason` recognises.
+fn classify_connect(detail: &str) -> &'static str {
     let d = detail.to_ascii_lowercase();
     if d.contains("dns") || d.contains("failed to lookup") || d.contains("name or service") {
         "dns"
