@@ -305,6 +305,26 @@ pub fn is_input_required(r: &RawValue) -> bool {
             == Some("\"input_required\"")
 }
 
+/// A 2026 result as a 2026 caller must see it: a result without `resultType` is `"complete"`
+/// (2026-07-28: a receiver MUST read a missing `resultType` so), and the bridge says it
+/// explicitly, so a caller stricter than the spec gets what it expects. None when the result
+/// already names its type or is not an object (passed on as it is). The common case (the word
+/// present) costs one scan; a missing word is an insert at the front without a parse.
+pub fn modern_result_complete(result: &RawValue) -> Option<String> {
+    let s = result.get();
+    let body = s.trim_start().strip_prefix('{')?;
+    if memchr::memmem::find(s.as_bytes(), b"\"resultType\"").is_some() {
+        // Present somewhere: top level (nothing to do) or only nested (insert it).
+        let f = Fields::parse(result)?;
+        if f.has("resultType") {
+            return None;
+        }
+    }
+    let rest = body.trim_start();
+    let sep = if rest.starts_with('}') { "" } else { "," };
+    Some(format!("{{\"resultType\":\"complete\"{sep}{rest}"))
+}
+
 /// Turn a 2026 child's complete result into a 2025 one: drop `resultType: "complete"`,
 /// `ttlMs` and `cacheScope`, which 2025 clients do not know. Other results (e.g.
 /// `input_required`, handled by the bridge) pass through. None when nothing changes.
@@ -351,6 +371,30 @@ pub fn error_code(error: &RawValue) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_2026_result_without_result_type_is_complete() {
+        let fill = |s: &str| modern_result_complete(&jsonrpc::raw(s));
+        let v = |s: Option<String>| -> serde_json::Value {
+            serde_json::from_str(&s.unwrap_or_default()).unwrap_or_default()
+        };
+        let filled = v(fill(r#"{"content":[{"type":"text","text":"hi"}]}"#));
+        assert_eq!(filled["resultType"], "complete");
+        assert_eq!(filled["content"][0]["text"], "hi");
+        assert_eq!(v(fill(" { } "))["resultType"], "complete");
+        // Only nested: still missing at the top.
+        let nested = v(fill(r#"{"structuredContent":{"resultType":"x"}}"#));
+        assert_eq!(nested["resultType"], "complete");
+        assert_eq!(nested["structuredContent"]["resultType"], "x");
+        // Named already, or not an object: unchanged.
+        assert_eq!(
+            fill(r#"{"resultType":"input_required","inputRequests":{}}"#),
+            None
+        );
+        assert_eq!(fill(r#"{"content":[],"resultType":"complete"}"#), None);
+        assert_eq!(fill("[1]"), None);
+        assert_eq!(fill("7"), None);
+    }
 
     #[test]
     fn base64_sentinel() {

@@ -130,9 +130,10 @@ pub async fn start(
         }
     }
     // The result as the caller's era reads it, translated here on its way back (the
-    // upstream hands over what its peer said); only when the eras differ.
+    // upstream hands over what its peer said): when the eras differ, and 2026 to 2026 for a
+    // result that does not name its `resultType`.
     let translate = upstream_era
-        .filter(|e| *e != call.ctx.client_era)
+        .filter(|e| *e != call.ctx.client_era || *e == Era::Modern)
         .map(|ue| (ue, call.ctx.client_era, call.method.clone()));
     let mut h = up.call(call, wait).await?;
     if let Some(rank) = floor {
@@ -305,7 +306,8 @@ pub async fn kept_by_bridge(
 /// child's route, a remote's exchange): a 2025 upstream's result gains `resultType` (and,
 /// where the method needs them, `ttlMs`/`cacheScope`) for a 2026 caller; a 2026 upstream's
 /// complete result loses them for a 2025 caller, and an `input_required` one is left as it
-/// is (the face turns it into requests to the 2025 caller, `era::rounds`).
+/// is (the face turns it into requests to the 2025 caller, `era::rounds`); a 2026 upstream's
+/// result without `resultType` reaches a 2026 caller as `"complete"`.
 pub fn result_for(
     method: &str,
     upstream_era: Option<Era>,
@@ -317,6 +319,7 @@ pub fn result_for(
         (Some(Era::Modern), Era::Legacy) if !protocol::is_input_required(r) => {
             protocol::modern_result_to_legacy(r)
         }
+        (Some(Era::Modern), Era::Modern) => protocol::modern_result_complete(r),
         _ => None,
     };
     crate::call::Outcome::Result(match translated {

@@ -342,3 +342,42 @@ async fn a_2026_host_gets_method_not_found_for_removed_methods() {
         h.assert_clean_stdout();
     }
 }
+
+/// A 2026 result without `resultType` (which a receiver must read as `"complete"`) reaches a
+/// 2026 caller with `"resultType": "complete"` on both faces: connect's host and a caller of
+/// `serve --upstream`; a 2025 caller of the same remote gets no `resultType`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2026_result_without_result_type_is_complete_on_both_faces() {
+    let remote = fake_remote_with(RemoteEra::Modern, |m, _| {
+        (m["method"] == "tools/call").then(|| {
+            let text = m["params"]["arguments"]["text"].clone();
+            rpc_result(
+                &m["id"],
+                json!({"content": [{"type": "text", "text": text}]}),
+            )
+        })
+    })
+    .await;
+    let args = json!({"text": "bare"});
+
+    let mut h = Host::start(&remote.url, &["--protocol", "2026-07-28"]);
+    h.request(
+        json!(1),
+        "tools/call",
+        modern_params("echo", args.clone(), json!({})),
+    );
+    let r = h.response(&json!(1), T);
+    assert_eq!(r["result"]["resultType"], "complete", "connect: {r}");
+    assert_eq!(r["result"]["content"][0]["text"], "bare", "connect: {r}");
+    drop(h);
+
+    let b = Bridge::serve(&["--port", "0", "--upstream", &remote.url]).await;
+    let c = client();
+    let r = call_modern(&c, &b.url, json!(2), "echo", args.clone()).await;
+    assert_eq!(r.result()["resultType"], "complete", "serve: {r:?}");
+    assert_eq!(r.text(), "bare", "serve: {r:?}");
+    let s = Session::open(&c, &b.url).await;
+    let r = s.call(json!(3), "echo", args).await;
+    assert_eq!(r.text(), "bare", "serve, 2025: {r:?}");
+    assert!(r.result().get("resultType").is_none(), "serve, 2025: {r:?}");
+}
