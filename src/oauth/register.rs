@@ -4,8 +4,9 @@
 //! dynamic registration whose redirect URI still matches the callback, else a new RFC 7591
 //! dynamic registration (asked for as a public client: `token_endpoint_auth_method: none`, the
 //! loopback callback as its only redirect URI; for the device login, no redirect URI and the
-//! device grant type). The server may answer with a secret and another method (RFC 7591
-//! §3.2.1): that method is kept and used.
+//! device grant type; `application_type` `native` for a loopback redirect, else `web`,
+//! SEP-837). The server may answer with a secret and another method (RFC 7591 §3.2.1): that
+//! method is kept and used.
 //! Hand-written: one JSON POST, which the `oauth2` crate does not do.
 
 use serde_json::{json, Value};
@@ -86,6 +87,25 @@ pub async fn client_for(
     register(fetch, endpoint, redirect_uri).await
 }
 
+/// The registration's `application_type` (OpenID Connect Registration, which SEP-837 asks
+/// MCP clients to send): `native` for a loopback redirect (the login's own callback, and the
+/// device login, which has none), `web` for any other.
+fn application_type(redirect_uri: &str) -> &'static str {
+    let loopback = Url::parse(redirect_uri)
+        .ok()
+        .is_some_and(|u| match u.host() {
+            Some(url::Host::Domain(d)) => d.eq_ignore_ascii_case("localhost"),
+            Some(url::Host::Ipv4(a)) => a.is_loopback(),
+            Some(url::Host::Ipv6(a)) => a.is_loopback(),
+            None => false,
+        });
+    if loopback {
+        "native"
+    } else {
+        "web"
+    }
+}
+
 async fn register(
     fetch: &Fetch,
     endpoint: &str,
@@ -99,6 +119,7 @@ async fn register(
     let doc = if redirect_uri.is_empty() {
         json!({
             "client_name": "mcp-bridge",
+            "application_type": "native",
             "grant_types": [DEVICE_GRANT, "refresh_token"],
             "response_types": [],
             "token_endpoint_auth_method": "none",
@@ -106,6 +127,7 @@ async fn register(
     } else {
         json!({
             "client_name": "mcp-bridge",
+            "application_type": application_type(redirect_uri),
             "redirect_uris": [redirect_uri],
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
@@ -155,4 +177,28 @@ async fn register(
         registered: true,
         token_endpoint_auth_method: method,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::application_type;
+
+    #[test]
+    fn loopback_redirects_are_native_others_web() {
+        for native in [
+            "http://127.0.0.1:33418/callback",
+            "http://localhost:9/cb",
+            "http://[::1]:8080/cb",
+            "http://127.1.2.3/cb",
+        ] {
+            assert_eq!(application_type(native), "native", "{native}");
+        }
+        for web in [
+            "https://app.example.com/cb",
+            "http://10.0.0.1/cb",
+            "not a url",
+        ] {
+            assert_eq!(application_type(web), "web", "{web}");
+        }
+    }
 }

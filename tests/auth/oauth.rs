@@ -355,8 +355,10 @@ fn answer(
             let device = doc["grant_types"]
                 .as_array()
                 .is_some_and(|g| g.iter().any(|t| t == DEVICE_GRANT));
+            // SEP-837: a loopback callback (and the device login) registers as `native`.
             if doc["token_endpoint_auth_method"] != "none"
                 || (!device && !doc["redirect_uris"].is_array())
+                || doc["application_type"] != "native"
             {
                 return fail(format!("bad registration {doc}"));
             }
