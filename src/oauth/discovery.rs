@@ -45,6 +45,9 @@ pub struct AsMeta {
     /// (no registration).
     #[serde(default)]
     pub client_id_metadata_document_supported: bool,
+    /// RFC 9207: the authorization response carries `iss`, which the client must then find.
+    #[serde(default)]
+    pub authorization_response_iss_parameter_supported: bool,
 }
 
 /// The outcome of discovery.

@@ -488,6 +488,41 @@ pub async fn client_credentials(
 /// What the callback got.
 type Callback = Result<String, String>;
 
+/// What the authorization response's `iss` must be (RFC 9207): the issuer's own string, exactly
+/// (no normalisation: a trailing slash is another issuer), and present when the server's
+/// metadata says it sends one. An `iss` the server never advertised is compared all the same.
+#[derive(Debug, Clone)]
+struct IssCheck {
+    issuer: String,
+    required: bool,
+}
+
+impl IssCheck {
+    fn of(meta: &AsMeta) -> IssCheck {
+        IssCheck {
+            issuer: meta.issuer.clone(),
+            required: meta.authorization_response_iss_parameter_supported,
+        }
+    }
+
+    fn check(&self, iss: Option<&str>) -> Result<(), String> {
+        match iss {
+            Some(i) if i == self.issuer => Ok(()),
+            Some(i) => Err(format!(
+                "the authorization response names issuer {i:?}, not {:?} (RFC 9207): the login \
+                 was refused as a possible mix-up attack",
+                self.issuer
+            )),
+            None if self.required => Err(format!(
+                "the authorization response from {} has no iss, which its metadata promises \
+                 (authorization_response_iss_parameter_supported, RFC 9207): the login was refused",
+                self.issuer
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 /// The whole interactive login on `listener`: open the browser, wait (bounded) for the
 /// callback, exchange the code.
 pub async fn authorize(
@@ -523,7 +558,7 @@ pub async fn authorize(
         .then(|| open_browser(url.as_str()))
         .flatten();
     let (tx, mut rx) = mpsc::channel::<Callback>(1);
-    let serve = serve_callback(listener, state.secret().clone(), tx);
+    let serve = serve_callback(listener, state.secret().clone(), IssCheck::of(meta), tx);
     let code = tokio::select! {
         r = rx.recv() => r.unwrap_or_else(|| Err("the callback listener stopped".into()))?,
         why = serve => return Err(format!("the callback listener stopped: {why}")),
@@ -586,6 +621,7 @@ const CALLBACK_CONNS: usize = 32;
 async fn serve_callback(
     listener: TcpListener,
     state: String,
+    iss: IssCheck,
     tx: mpsc::Sender<Callback>,
 ) -> String {
     let slot = Arc::new(Mutex::new(Some(tx)));
@@ -603,10 +639,11 @@ async fn serve_callback(
             debug!("OAuth callback: {CALLBACK_CONNS} connections open already; one refused");
             continue;
         }
-        let (slot, state) = (slot.clone(), state.clone());
+        let (slot, state, iss) = (slot.clone(), state.clone(), iss.clone());
         conns.spawn(async move {
             let svc = hyper::service::service_fn(move |req: http::Request<Incoming>| {
-                let r = callback_answer(req.uri().path(), req.uri().query(), &state, &slot);
+                let (path, query) = (req.uri().path(), req.uri().query());
+                let r = callback_answer(path, query, &state, &iss, &slot);
                 async move { Ok::<_, Infallible>(r) }
             });
             let conn = hyper::server::conn::http1::Builder::new()
@@ -634,6 +671,7 @@ fn callback_answer(
     path: &str,
     query: Option<&str>,
     state: &str,
+    iss: &IssCheck,
     slot: &Mutex<Option<mpsc::Sender<Callback>>>,
 ) -> Response<Full<Bytes>> {
     if path != "/callback" {
@@ -652,16 +690,20 @@ fn callback_answer(
             "This login link is not the one mcp-bridge is waiting for.",
         );
     }
-    let outcome = match (q.get("code"), q.get("error")) {
-        (Some(c), None) if !c.is_empty() => Ok(c.clone()),
-        (_, Some(e)) => Err(format!(
-            "the authorization server refused the login: {e}{}",
-            q.get("error_description")
-                .map(|d| format!(" ({d})"))
-                .unwrap_or_default()
-        )),
-        _ => Err("the OAuth callback carried no code".into()),
-    };
+    // RFC 9207 before anything else of the response, an error included: a response that
+    // may come from another server says nothing about this one.
+    let outcome = iss.check(q.get("iss").map(String::as_str)).and_then(|()| {
+        match (q.get("code"), q.get("error")) {
+            (Some(c), None) if !c.is_empty() => Ok(c.clone()),
+            (_, Some(e)) => Err(format!(
+                "the authorization server refused the login: {e}{}",
+                q.get("error_description")
+                    .map(|d| format!(" ({d})"))
+                    .unwrap_or_default()
+            )),
+            _ => Err("the OAuth callback carried no code".into()),
+        }
+    });
     let ok = outcome.is_ok();
     if let Some(tx) = slot.lock().unwrap_or_else(|p| p.into_inner()).take() {
         let _ = tx.try_send(outcome);
@@ -691,21 +733,73 @@ mod tests {
         assert_ne!(a, derived_port("https://b.example/mcp"));
     }
 
+    fn iss(issuer: &str, required: bool) -> IssCheck {
+        IssCheck {
+            issuer: issuer.into(),
+            required,
+        }
+    }
+
     #[test]
     fn the_callback_checks_state_and_answers_once() {
         let (tx, mut rx) = mpsc::channel(1);
         let slot = Mutex::new(Some(tx));
-        let r = callback_answer("/callback", Some("code=c1&state=bad"), "s1", &slot);
+        let any = iss("https://as.example", false);
+        let r = callback_answer("/callback", Some("code=c1&state=bad"), "s1", &any, &slot);
         assert_eq!(r.status(), StatusCode::BAD_REQUEST);
         assert!(rx.try_recv().is_err());
         assert_eq!(
-            callback_answer("/other", Some("code=c1&state=s1"), "s1", &slot).status(),
+            callback_answer("/other", Some("code=c1&state=s1"), "s1", &any, &slot).status(),
             StatusCode::NOT_FOUND
         );
-        let r = callback_answer("/callback", Some("code=c%2B1&state=s1"), "s1", &slot);
+        let r = callback_answer("/callback", Some("code=c%2B1&state=s1"), "s1", &any, &slot);
         assert_eq!(r.status(), StatusCode::OK);
         assert_eq!(rx.try_recv().unwrap(), Ok("c+1".to_owned()));
-        let _ = callback_answer("/callback", Some("code=c2&state=s1"), "s1", &slot);
+        let _ = callback_answer("/callback", Some("code=c2&state=s1"), "s1", &any, &slot);
         assert!(rx.try_recv().is_err(), "a second callback is not delivered");
+    }
+
+    /// RFC 9207 as the 2026 conformance scenarios check it: exact compare whenever `iss` is
+    /// there, required when advertised.
+    #[test]
+    fn the_authorization_responses_iss_is_the_issuer_exactly() {
+        let answer = |check: &IssCheck, q: &str| {
+            let (tx, mut rx) = mpsc::channel(1);
+            let slot = Mutex::new(Some(tx));
+            let r = callback_answer("/callback", Some(q), "s1", check, &slot);
+            (r.status(), rx.try_recv().unwrap())
+        };
+        let (advertised, silent) = (
+            iss("https://as.example", true),
+            iss("https://as.example", false),
+        );
+        let ok = "code=c1&state=s1&iss=https%3A%2F%2Fas.example";
+        assert_eq!(answer(&advertised, ok), (StatusCode::OK, Ok("c1".into())));
+        assert_eq!(answer(&silent, ok).1, Ok("c1".into()));
+        assert_eq!(answer(&silent, "code=c1&state=s1").1, Ok("c1".into()));
+        for (check, q, why) in [
+            (&advertised, "code=c1&state=s1", "has no iss"),
+            (
+                &advertised,
+                "code=c1&state=s1&iss=https%3A%2F%2Fevil.example",
+                "evil.example",
+            ),
+            (
+                &silent,
+                "code=c1&state=s1&iss=https%3A%2F%2Fevil.example",
+                "evil.example",
+            ),
+            (
+                &advertised,
+                "code=c1&state=s1&iss=https%3A%2F%2Fas.example%2F",
+                "as.example/",
+            ),
+            (&advertised, "error=access_denied&state=s1&iss=x", "\"x\""),
+        ] {
+            let (status, got) = answer(check, q);
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{q}");
+            let e = got.unwrap_err();
+            assert!(e.contains(why) && e.contains("RFC 9207"), "{q}: {e}");
+        }
     }
 }

@@ -89,6 +89,9 @@ struct AsState {
     /// Registrations get a secret and `client_secret_post` (Basic is refused then).
     confidential: AtomicBool,
     reg_secret: Mutex<String>,
+    /// RFC 9207: advertise `authorization_response_iss_parameter_supported` and send this
+    /// `iss` in the authorization response (None: neither; Some(None): advertised, not sent).
+    iss: Mutex<Option<Option<String>>>,
 }
 
 struct AuthServer {
@@ -348,6 +351,9 @@ fn answer(
             if st.cimd.load(Ordering::SeqCst) {
                 meta["client_id_metadata_document_supported"] = json!(true);
             }
+            if st.iss.lock().unwrap().is_some() {
+                meta["authorization_response_iss_parameter_supported"] = json!(true);
+            }
             reply(200, meta)
         }
         "/register" => {
@@ -405,6 +411,9 @@ fn answer(
             loc.query_pairs_mut()
                 .append_pair("code", &code)
                 .append_pair("state", &get("state"));
+            if let Some(Some(iss)) = st.iss.lock().unwrap().as_ref() {
+                loc.query_pairs_mut().append_pair("iss", iss);
+            }
             (302, vec![("location", loc.to_string())], String::new())
         }
         "/token" => {
@@ -1436,5 +1445,42 @@ async fn a_registration_answered_with_client_secret_post_is_used_so() {
     assert_eq!(w.auth.count(&st.refreshes), 1);
     assert_eq!(w.auth.count(&st.registrations), 1);
     assert_quiet(&w, &h, &[&r]);
+    assert_no_server_errors(&w);
+}
+
+/// RFC 9207: where the metadata advertises `iss` in the authorization response, a login whose
+/// response names the issuer exactly goes on to the token request; one that names another
+/// issuer (a trailing slash is another), or none, is refused before any code is redeemed,
+/// as one clear `login_failed` error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_authorization_responses_iss_must_be_the_issuer() {
+    let w = World::start().await;
+    let st = &w.auth.state;
+    let base = st.base.clone();
+    *st.iss.lock().unwrap() = Some(Some(base.clone()));
+    let mut h = w.host();
+    assert_eq!(text(&echo(&mut h, 1, "iss ok")), "iss ok");
+    drop(h);
+    for (iss, why) in [
+        (Some(format!("{base}/")), "RFC 9207"),
+        (Some("https://evil.example".to_owned()), "evil.example"),
+        (None, "has no iss"),
+    ] {
+        std::fs::remove_dir_all(w.oauth_dir()).unwrap();
+        let before = w.auth.count(&st.authorizations);
+        let codes = st.codes.lock().unwrap().len();
+        *st.iss.lock().unwrap() = Some(iss.clone());
+        let mut h = w.host();
+        let r = echo(&mut h, 2, "x");
+        assert_eq!(r["error"]["data"]["reason"], "login_failed", "{iss:?}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{iss:?}: {msg}");
+        // Asked for (connect may ask again before giving up), never redeemed.
+        let asked = w.auth.count(&st.authorizations) - before;
+        assert!(asked >= 1, "{iss:?}: no authorization request");
+        let unredeemed = st.codes.lock().unwrap().len() - codes;
+        assert_eq!(unredeemed, asked, "{iss:?}: a code was redeemed");
+        h.assert_clean_stdout();
+    }
     assert_no_server_errors(&w);
 }
