@@ -62,6 +62,28 @@ fn claims(aud: &str) -> Value {
            "scope": "mcp:tools files"})
 }
 
+/// `mcp_bridge_auth_failures_total` by reason, from a scrape (a reason appears at its first
+/// refusal, as the README says).
+fn refusals(text: &str) -> std::collections::BTreeMap<String, f64> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("mcp_bridge_auth_failures_total{reason=\"")?;
+            let (reason, v) = rest.split_once("\"} ")?;
+            Some((reason.to_owned(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The refusal counts after one refusal for `reason`: exactly `before` with that reason one up.
+fn one_more(
+    before: &std::collections::BTreeMap<String, f64>,
+    reason: &str,
+) -> std::collections::BTreeMap<String, f64> {
+    let mut want = before.clone();
+    *want.entry(reason.to_owned()).or_insert(0.0) += 1.0;
+    want
+}
+
 async fn status_of(s: &Setup, token: &str) -> (u16, String) {
     let r = post_init(&s.bridge.url, Some(token)).await;
     (r.status().as_u16(), www_auth(&r))
@@ -90,7 +112,8 @@ async fn each_algorithm_is_accepted_with_the_canonical_audience() {
 
 #[tokio::test]
 async fn every_rejection_reason_is_a_401_with_a_challenge() {
-    let s = setup(&[]).await;
+    let s = setup(&["--metrics-listen", "127.0.0.1:0"]).await;
+    let m = Scraper::of(&s.bridge).await;
     let aud = s.bridge.url.clone();
     let good = claims(&aud);
     let t = now();
@@ -151,7 +174,9 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
 
     for (reason, token) in &cases {
         // This case's own line: the count of its exact reason grows by one with its request
-        // (an earlier case's line with the same reason does not satisfy it).
+        // (an earlier case's line with the same reason does not satisfy it); likewise its
+        // counter, and no other reason's.
+        let counted = refusals(&m.scrape().await);
         let needle = "request refused: ";
         let exact = format!("reason=\"{reason}\"");
         let seen = s.bridge.log.count(&exact);
@@ -189,14 +214,22 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
             "{reason}; log:\n{}",
             log.dump()
         );
+        assert_eq!(
+            refusals(&m.scrape().await),
+            one_more(&counted, reason),
+            "{reason}: auth_failures_total"
+        );
     }
 
     // No token at all: 401, a challenge without an error code (RFC 6750 §3.1).
+    let counted = refusals(&m.scrape().await);
     let r = post_init(&s.bridge.url, None).await;
     assert_eq!(r.status().as_u16(), 401);
     let ch = www_auth(&r);
     assert!(ch.starts_with("Bearer resource_metadata="), "{ch}");
     assert!(!ch.contains("error="), "{ch}");
+    let counted = one_more(&counted, "missing");
+    assert_eq!(refusals(&m.scrape().await), counted, "missing");
 
     // A token in the query string is refused even when it is valid.
     let tok = s.es.token(&good);
@@ -210,6 +243,11 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 400);
     assert!(www_auth(&r).contains("invalid_request"));
+    assert_eq!(
+        refusals(&m.scrape().await),
+        one_more(&counted, "query_token"),
+        "query_token"
+    );
 
     // The tokens never reach the log.
     let log = s.bridge.log.dump();
@@ -217,6 +255,39 @@ async fn every_rejection_reason_is_a_401_with_a_challenge() {
         if token.len() > 20 {
             assert!(!log.contains(token.as_str()), "a token leaked into the log");
         }
+    }
+}
+
+/// `exp` and `nbf` have the README's 30 s leeway: a token expired 10 s ago, or valid from 10 s
+/// from now, is accepted; 60 s either way is refused with its own reason.
+#[tokio::test]
+async fn exp_and_nbf_have_a_30_s_leeway() {
+    let s = setup(&[]).await;
+    let aud = s.bridge.url.clone();
+    let t = now();
+    let with = |k: &str, v: i64| {
+        let mut c = claims(&aud);
+        c[k] = json!(v);
+        if k == "exp" {
+            c["nbf"] = json!(v - 600);
+            c["iat"] = json!(v - 600);
+        }
+        s.es.token(&c)
+    };
+    for (what, token, want) in [
+        ("expired 10 s ago", with("exp", t - 10), 200),
+        ("valid in 10 s", with("nbf", t + 10), 200),
+        ("expired 60 s ago", with("exp", t - 60), 401),
+        ("valid in 60 s", with("nbf", t + 60), 401),
+    ] {
+        let (st, ch) = status_of(&s, &token).await;
+        assert_eq!(st, want, "{what}: {ch}");
+    }
+    // Refused for its own reason, once each (the log is read apart: wait for the lines).
+    let log = &s.bridge.log;
+    for reason in ["reason=\"expired\"", "reason=\"not_yet_valid\""] {
+        log.expect_count(reason, 1, Duration::from_secs(5)).await;
+        assert_eq!(log.count(reason), 1, "{reason}; log:\n{}", log.dump());
     }
 }
 
