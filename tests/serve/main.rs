@@ -12,6 +12,7 @@ mod support;
 mod attribution;
 mod cancellation;
 mod child_faults;
+mod child_start;
 mod concurrency;
 mod guards;
 mod house;
