@@ -14,4 +14,5 @@ mod config;
 mod reload;
 mod replicas;
 mod shutdown;
+mod stop_ladder;
 mod systemd;
