@@ -428,3 +428,71 @@ fn replica_settings_are_checked() {
     assert_eq!(code, Some(78), "{err}");
     assert!(err.contains("at least 32"), "{err}");
 }
+
+/// Forwards `b` counted with `outcome` (`None`: no such series).
+async fn forwards(b: &Bridge, outcome: &str) -> Option<f64> {
+    let m = Scraper::of(b).await;
+    metric_sum(
+        &m.scrape().await,
+        "mcp_bridge_cluster_forwards_total",
+        &[("outcome", outcome)],
+    )
+}
+
+/// `serve --demo` as a replica on `port` that advertises `advertise`.
+async fn replica(key: &std::path::Path, port: u16, advertise: &str) -> Bridge {
+    let b = Bridge::builder()
+        .serve()
+        .args(["--demo", "--port", &port.to_string()])
+        .arg("--cluster-key-file")
+        .arg(key.as_os_str())
+        .args(["--advertise-url", advertise])
+        .args(["--metrics-listen", "127.0.0.1:0"])
+        .spawn()
+        .await;
+    b.wait_ready(T).await;
+    b
+}
+
+/// The `Mcp-Bridge-Forwarded` header: a request that carries it is served by the replica
+/// that got it, whoever owns its session. A client's own (spoofed) header cannot reach
+/// another replica's session (404 where it landed, nothing forwarded), and advertise URLs that
+/// send a replica's forward back to itself end after one hop (a 404, not a loop).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forwarded_request_is_served_where_it_lands_and_never_forwarded_again() {
+    let _serial = serial().await;
+    let dir = tempfile::tempdir().unwrap();
+    let key = write(dir.path(), "cluster.key", KEY);
+    let (p0, p1) = (free_port(), free_port());
+    // Replica 0 names replica 1's address as its own; replica 1 calls itself `localhost`, so
+    // it takes replica 0's sessions for another replica's and forwards them to itself.
+    let r0 = replica(&key, p0, &format!("http://127.0.0.1:{p1}")).await;
+    let r1 = replica(&key, p1, &format!("http://localhost:{p1}")).await;
+    let c = client();
+    let s = Session::open(&c, &r0.url).await;
+    // A spoofed header: replica 1 serves the request itself; the session is not its own.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "echo", "arguments": {"text": "x"}}});
+    let mut h = via(&s, &r1.url).headers();
+    h.insert("mcp-bridge-forwarded", hv("1"));
+    let r = c
+        .post(&r1.url)
+        .headers(h)
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "a spoofed header was forwarded");
+    assert_eq!(forwards(&r1, "ok").await, None, "replica 1 forwarded");
+
+    // Without it, replica 1 forwards once, to itself (its owner's advertise URL), and the
+    // hop is served there: one 404, one forward, no loop.
+    let r = tokio::time::timeout(
+        T,
+        via(&s, &r1.url).call(json!(2), "echo", json!({"text": "y"})),
+    )
+    .await
+    .expect("a forwarding loop: no answer");
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(forwards(&r1, "ok").await, Some(1.0), "one hop");
+}
