@@ -514,3 +514,50 @@ async fn idle_timeout_ends_a_silent_stream_but_not_a_busy_one() {
     );
     serve.log.expect("demo: cancelled id=", T).await;
 }
+
+/// `--connect-timeout`: a remote whose accept queue is full never completes the TCP handshake
+/// (Linux drops the SYN); the call fails after the timeout (1 s here, the default is 10 s) with
+/// reason `connect_timeout`, and the face stays up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_timeout_bounds_a_handshake_that_never_completes() {
+    // Backlog 0 holds one connection that is never accepted; fill it, then one more.
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let addr = sock.local_addr().unwrap();
+    let _listener = sock.listen(0).unwrap();
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        match std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(300)) {
+            Ok(s) => held.push(s),
+            Err(_) => break,
+        }
+    }
+    assert!(
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err(),
+        "the queue is not full: this kernel completes handshakes anyway"
+    );
+    let url = format!("http://{addr}/mcp");
+    let mut h = Host::start(
+        &url,
+        &["--protocol", "2026-07-28", "--connect-timeout", "1s"],
+    );
+    let start = Instant::now();
+    h.request(
+        json!(1),
+        "tools/call",
+        modern_call_params("echo", json!({"text": "x"})),
+    );
+    let r = h.response(&json!(1), T);
+    let took = start.elapsed();
+    assert_eq!(reason(&r), "connect_timeout", "{r}");
+    assert!(
+        took >= Duration::from_millis(900),
+        "failed in {took:?}, before the timeout"
+    );
+    assert!(
+        took < Duration::from_secs(5),
+        "failed in {took:?}: not the flag's 1 s"
+    );
+    assert!(h.alive());
+    drop(held);
+}

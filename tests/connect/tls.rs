@@ -121,3 +121,44 @@ async fn https_untrusted_certificate_is_a_tls_error() {
     );
     assert!(h.alive());
 }
+
+/// `--system-roots`: the operating system's store replaces the built-in webpki roots. The
+/// store is made the test CA alone (`SSL_CERT_FILE`/`SSL_CERT_DIR`, which the OS-store loader
+/// reads instead of the platform's): with the flag the call works; without it, in the same
+/// environment, it gets a TLS error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn system_roots_trust_the_os_store_and_only_with_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, ca) = tls_server(dir.path()).await;
+    // The OS store is these two variables' when either is set: the test CA alone.
+    let empty = dir.path().join("no-certs");
+    std::fs::create_dir(&empty).unwrap();
+    let env = [
+        ("SSL_CERT_FILE", ca.to_str().unwrap()),
+        ("SSL_CERT_DIR", empty.to_str().unwrap()),
+    ];
+    let mut h = Host::start_env(&url, &["--protocol", "2026-07-28", "--system-roots"], &env);
+    h.request(
+        json!(1),
+        "tools/call",
+        modern_call_params("echo", json!({"text": "os roots"})),
+    );
+    let r = h.response(&json!(1), T);
+    assert_eq!(text(&r), "os roots", "{r}\n{}", h.log.dump());
+    assert!(
+        h.log
+            .wait_find("using 1 system root certificates")
+            .is_some(),
+        "{}",
+        h.log.dump()
+    );
+    drop(h);
+    let mut h = Host::start_env(&url, &["--protocol", "2026-07-28"], &env);
+    h.request(
+        json!(2),
+        "tools/call",
+        modern_call_params("echo", json!({"text": "webpki"})),
+    );
+    let r = h.response(&json!(2), T);
+    assert_eq!(r["error"]["data"]["reason"], "tls", "{r}");
+}

@@ -165,13 +165,34 @@ pub(super) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 /// The reason label of a failed connection: "tls" when rustls failed anywhere in the chain
 /// (a bad certificate, or a peer that does not speak TLS at all, whose bytes rustls reads as a
-/// "corrupt message"), else from the text (`classify_connect`).
+/// "corrupt message"), "connect_timeout" when the connect's deadline passed, else from the
+/// text (`classify_connect`).
 pub(super) fn connect_reason(e: &(dyn std::error::Error + 'static)) -> &'static str {
     if tls_in(e) {
         "tls"
+    } else if timed_out_in(e) {
+        "connect_timeout"
     } else {
         classify_connect(&chain(e))
     }
+}
+
+/// Did the connect time out (`--connect-timeout`)? The connector reports its deadline as an
+/// `io::Error` of kind `TimedOut` around tokio's `Elapsed` ("deadline has elapsed", which no
+/// text rule would read as a timeout); the kernel's own connect timeout is `TimedOut` too.
+fn timed_out_in(e: &(dyn std::error::Error + 'static)) -> bool {
+    if e.is::<tokio::time::error::Elapsed>() {
+        return true;
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        if io.kind() == std::io::ErrorKind::TimedOut {
+            return true;
+        }
+        if io.get_ref().is_some_and(|p| timed_out_in(p)) {
+            return true;
+        }
+    }
+    e.source().is_some_and(timed_out_in)
 }
 
 /// Is a `rustls::Error` in the chain? `io::Error`s nest (reqwest's connector wraps

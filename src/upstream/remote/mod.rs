@@ -477,6 +477,14 @@ mod tests {
     }
 
     #[test]
+    fn a_connect_deadline_is_connect_timeout() {
+        use std::io::{Error, ErrorKind};
+        // As the connector reports it: TimedOut around "deadline has elapsed", in another.
+        let deadline = Error::new(ErrorKind::TimedOut, "deadline has elapsed");
+        assert_eq!(connect_reason(&Error::other(deadline)), "connect_timeout");
+    }
+
+    #[test]
     fn connect_errors_are_classified_by_their_text() {
         let reason = |text: &str| connect_reason(&std::io::Error::other(text.to_owned()));
         assert_eq!(reason("dns error: failed to lookup address"), "dns");
