@@ -15,6 +15,7 @@ mod child_faults;
 mod child_start;
 mod concurrency;
 mod guards;
+mod h2_limits;
 mod house;
 mod limits;
 mod metrics_truth;
