@@ -86,10 +86,21 @@ async fn sigterm_with_call_in_flight() {
     b.log
         .expect("demo: slow started id=", Duration::from_secs(10))
         .await;
+    let t0 = std::time::Instant::now();
     b.signal(nix::sys::signal::Signal::SIGTERM);
     let st = b.wait_exit(Duration::from_secs(20)).await;
     let st = st.unwrap_or_else(|| panic!("bridge still running; log:\n{}", b.log.dump()));
+    let took = t0.elapsed();
     assert!(st.success(), "exit status {st}; log:\n{}", b.log.dump());
+    // The call had the grace (1 s) to finish, and no more (the default is 10 s).
+    assert!(
+        took >= Duration::from_millis(950),
+        "exited in {took:?}, before the grace"
+    );
+    assert!(
+        took < Duration::from_secs(6),
+        "exited in {took:?}: not the flag's grace"
+    );
     // The caller is not left hanging: its call is answered by the bridge's shutdown.
     let sent = tokio::time::timeout(Duration::from_secs(5), call)
         .await
@@ -106,6 +117,41 @@ async fn sigterm_with_call_in_flight() {
     assert!(
         wait_gone(sleep, Duration::from_secs(5)).await,
         "grandchild survived"
+    );
+}
+
+/// `--shutdown-grace`: a call shorter than the grace finishes with its own answer, and the
+/// bridge exits once it has (not at the end of the grace).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_within_the_grace_finishes_then_the_bridge_exits() {
+    let (mut b, demo, _sleep) = bridge_with_grandchild(&["--shutdown-grace", "10s"]).await;
+    let c = client();
+    let url = b.url.clone();
+    let call = tokio::spawn(async move {
+        let args = json!({"seconds": 1.5, "steps": 0});
+        call_modern(&c, &url, json!(1), "slow", args).await
+    });
+    b.log
+        .expect("demo: slow started id=", Duration::from_secs(10))
+        .await;
+    let t0 = std::time::Instant::now();
+    b.signal(nix::sys::signal::Signal::SIGTERM);
+    let st = b.wait_exit(Duration::from_secs(20)).await;
+    let took = t0.elapsed();
+    assert!(st.is_some_and(|s| s.success()), "log:\n{}", b.log.dump());
+    let r = call.await.unwrap();
+    assert_eq!(r.text(), "done", "the call was cut: {r:?}");
+    assert!(
+        took >= Duration::from_millis(1000),
+        "exited in {took:?}, before the call ended"
+    );
+    assert!(
+        took < Duration::from_secs(8),
+        "exited in {took:?}: waited out the grace"
+    );
+    assert!(
+        wait_gone(demo, Duration::from_secs(5)).await,
+        "child survived"
     );
 }
 
