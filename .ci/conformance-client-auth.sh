@@ -16,7 +16,8 @@
 #   CONFORMANCE_RESULTS_DIR where results go (default: target/conformance-client-auth/<time>);
 #                           per scenario: output.txt (the suite's), */*/checks.json, stdout.txt
 #                           (the host's steps), stderr.txt (connect's log, the browser's hops)
-#   CONFORMANCE_AUTH_SCENARIOS    space-separated subset to run (default: all 22 below)
+#   CONFORMANCE_AUTH_SCENARIOS    space-separated subset to run (default: all of the version's
+#                           list below: 22 at 0.1.16, 33 at 0.2.0-alpha.12)
 #   CONFORMANCE_AUTH_EXPECTED_FAIL
 #                           replaces the EXPECTED_FAIL list below: entries `scenario reason…`,
 #                           one per line or separated by `;` (set but empty: expect nothing)
@@ -25,6 +26,10 @@
 #                           host gives up 8 s before it; connect's --oauth-timeout is
 #                           CONFORMANCE_AUTH_OAUTH_TIMEOUT (default: 20s)
 #   CONFORMANCE_VERBOSE=1   also print the INFO checks (every request the servers saw)
+#   CONFORMANCE_SUITE_VERSION  the suite's npm version: 0.1.16 (default) or 0.2.0-alpha.12
+#                           (the 2026-07-28 scenarios and the auth extensions; CI runs both),
+#                           each with its scenario list and expected failures below and its
+#                           own install prefix
 #
 # A scenario passes when the suite exited 0 for it (no FAILURE or WARNING check, the client did
 # not time out, and exited 0 unless the scenario allows a client error) and checks.json holds at
@@ -32,36 +37,68 @@
 # neither way; one that passes is printed as `XPASS … now passing: remove from EXPECTED_FAIL`
 # and counted as passed. Exit status 0 unless an unexpected scenario failed (or set-up failed)
 # or fewer scenarios were counted than expected: one per requested scenario not in EXPECTED_FAIL
-# (`expected: N checks`, 21 by default). Closing line: `N passed, M failed` (summed by .ci/run).
+# (`expected: N checks`: 21 at 0.1.16, 29 at 0.2.0-alpha.12). Closing line: `N passed, M failed` (summed by .ci/run).
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" conformance-client-auth || exit 2
 
-SUITE_VERSION=0.1.16
+SUITE_VERSION="${CONFORMANCE_SUITE_VERSION:-0.1.16}"
 NODE_MAJOR=22
-AUTH_SCENARIOS=(
-  auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
-  auth/basic-cimd
-  auth/scope-from-www-authenticate auth/scope-from-scopes-supported
-  auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
-  auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
-  auth/pre-registration
-  auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
-  auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported
-  auth/client-credentials-jwt auth/client-credentials-basic auth/cross-app-access-complete-flow
-)
-
-# Scenarios expected to fail for now, `scenario reason` (the reason is printed with them).
-# Remove an entry when the summary says `now passing`. Missing features first, then bugs.
-EXPECTED_FAIL_DEFAULT='
-auth/cross-app-access-complete-flow        no SEP-990 enterprise flow (token exchange at the IdP + JWT bearer grant): not asked of connect by its issue
+case "$SUITE_VERSION" in
+0.1.*)
+  AUTH_SCENARIOS=(
+    auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
+    auth/basic-cimd
+    auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+    auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+    auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+    auth/pre-registration
+    auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
+    auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported
+    auth/client-credentials-jwt auth/client-credentials-basic auth/cross-app-access-complete-flow
+  )
+  # Scenarios expected to fail for now, `scenario reason` (the reason is printed with them).
+  # Remove an entry when the summary says `now passing`. Missing features first, then bugs.
+  EXPECTED_FAIL_DEFAULT='
+auth/cross-app-access-complete-flow        no SEP-990 enterprise flow (token exchange at the IdP + JWT bearer grant) yet
 '
+  ;;
+*)
+  # 0.2.x: every auth scenario of `conformance list --client` (the 2026-07-28 requirement set
+  # and the extensions), 33 at 0.2.0-alpha.12.
+  AUTH_SCENARIOS=(
+    auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
+    auth/basic-cimd
+    auth/scope-from-www-authenticate auth/scope-from-scopes-supported
+    auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
+    auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
+    auth/pre-registration
+    auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
+    auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported
+    auth/authorization-server-migration
+    auth/iss-supported auth/iss-not-advertised auth/iss-supported-missing auth/iss-wrong-issuer
+    auth/iss-unexpected auth/iss-normalized auth/metadata-issuer-mismatch
+    auth/client-credentials-jwt auth/client-credentials-basic
+    auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce auth/wif-jwt-bearer
+  )
+  EXPECTED_FAIL_DEFAULT='
+auth/enterprise-managed-authorization      extension: no SEP-990 (RFC 8693 token exchange for an ID-JAG, then the JWT-bearer grant) yet
+auth/dpop                                  extension: no DPoP proofs (RFC 9449) yet; the token is sent as Bearer
+auth/dpop-nonce                            extension: no DPoP (RFC 9449) yet, so no DPoP-Nonce retry
+auth/wif-jwt-bearer                        extension: no RFC 7523 JWT-bearer grant for workload identity yet
+'
+  ;;
+esac
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 2
 
 BIN="${MCP_BRIDGE_BIN:-target/release/mcp-bridge}"
-CACHE="${CONFORMANCE_CACHE_DIR:-$REPO/target/conformance-tools}"
+# One prefix per suite version (the 0.1 one is shared with .ci/conformance.sh).
+case "$SUITE_VERSION" in
+0.1.*) CACHE="${CONFORMANCE_CACHE_DIR:-$REPO/target/conformance-tools}" ;;
+*) CACHE="${CONFORMANCE_CACHE_DIR:-$REPO/target/conformance-tools-$SUITE_VERSION}" ;;
+esac
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 RESULTS="${CONFORMANCE_RESULTS_DIR:-$REPO/target/conformance-client-auth/$STAMP}"
 JOBS="${CONFORMANCE_AUTH_JOBS:-4}"
