@@ -37,7 +37,7 @@
 # neither way; one that passes is printed as `XPASS … now passing: remove from EXPECTED_FAIL`
 # and counted as passed. Exit status 0 unless an unexpected scenario failed (or set-up failed)
 # or fewer scenarios were counted than expected: one per requested scenario not in EXPECTED_FAIL
-# (`expected: N checks`: 21 at 0.1.16, 29 at 0.2.0-alpha.12). Closing line: `N passed, M failed` (summed by .ci/run).
+# (`expected: N checks`: 22 at 0.1.16, 33 at 0.2.0-alpha.12: none is expected to fail). Closing line: `N passed, M failed` (summed by .ci/run).
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" conformance-client-auth || exit 2
@@ -59,9 +59,7 @@ case "$SUITE_VERSION" in
   )
   # Scenarios expected to fail for now, `scenario reason` (the reason is printed with them).
   # Remove an entry when the summary says `now passing`. Missing features first, then bugs.
-  EXPECTED_FAIL_DEFAULT='
-auth/cross-app-access-complete-flow        no SEP-990 enterprise flow (token exchange at the IdP + JWT bearer grant) yet
-'
+  EXPECTED_FAIL_DEFAULT=''
   ;;
 *)
   # 0.2.x: every auth scenario of `conformance list --client` (the 2026-07-28 requirement set
@@ -81,12 +79,7 @@ auth/cross-app-access-complete-flow        no SEP-990 enterprise flow (token exc
     auth/client-credentials-jwt auth/client-credentials-basic
     auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce auth/wif-jwt-bearer
   )
-  EXPECTED_FAIL_DEFAULT='
-auth/enterprise-managed-authorization      extension: no SEP-990 (RFC 8693 token exchange for an ID-JAG, then the JWT-bearer grant) yet
-auth/dpop                                  extension: no DPoP proofs (RFC 9449) yet; the token is sent as Bearer
-auth/dpop-nonce                            extension: no DPoP (RFC 9449) yet, so no DPoP-Nonce retry
-auth/wif-jwt-bearer                        extension: no RFC 7523 JWT-bearer grant for workload identity yet
-'
+  EXPECTED_FAIL_DEFAULT=''
   ;;
 esac
 

@@ -205,6 +205,31 @@ pub struct OAuthFile {
     client_credentials: Option<bool>,
     private_key_file: Option<PathBuf>,
     key_id: Option<String>,
+    /// `auto`, `always` or `never` (DPoP, RFC 9449).
+    dpop: Option<DpopFile>,
+    /// Workload identity: the JWT-bearer grant with the JWT in this file or printed by this
+    /// command.
+    jwt_bearer_file: Option<PathBuf>,
+    jwt_bearer_command: Option<String>,
+    /// Enterprise-managed authorization (SEP-990).
+    idp_issuer: Option<String>,
+    idp_token_endpoint: Option<String>,
+    idp_client_id: Option<String>,
+    idp_client_secret_file: Option<PathBuf>,
+    id_token_file: Option<PathBuf>,
+    id_token_command: Option<String>,
+}
+
+/// `dpop = "auto" | "always" | "never"`.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "String")]
+struct DpopFile(crate::oauth::dpop::Mode);
+
+impl TryFrom<String> for DpopFile {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        crate::oauth::dpop::Mode::parse(&s).map(DpopFile)
+    }
 }
 
 impl OAuthFile {
@@ -222,6 +247,15 @@ impl OAuthFile {
             oauth_client_credentials: self.client_credentials.unwrap_or(false),
             oauth_private_key_file: self.private_key_file,
             oauth_key_id: self.key_id,
+            oauth_dpop: self.dpop.map(|d| d.0).unwrap_or_default(),
+            oauth_jwt_bearer_file: self.jwt_bearer_file,
+            oauth_jwt_bearer_command: self.jwt_bearer_command,
+            oauth_idp_issuer: self.idp_issuer,
+            oauth_idp_token_endpoint: self.idp_token_endpoint,
+            oauth_idp_client_id: self.idp_client_id,
+            oauth_idp_client_secret_file: self.idp_client_secret_file,
+            oauth_id_token_file: self.id_token_file,
+            oauth_id_token_command: self.id_token_command,
             no_browser: true,
             oauth_timeout: Duration::from_secs(300),
             ..OAuthArgs::default()

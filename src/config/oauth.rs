@@ -11,6 +11,8 @@ use http::header::AUTHORIZATION;
 
 use super::units::{parse_duration, parse_kv};
 use crate::oauth::assertion::ClientKey;
+use crate::oauth::dpop;
+use crate::oauth::exchange::{Idp, Source};
 use crate::oauth::login::{Grant, LoginSettings};
 use crate::oauth::register::StaticClient;
 use crate::oauth::store::Secret;
@@ -77,6 +79,56 @@ pub struct OAuthArgs {
     /// The `kid` of --oauth-private-key-file in the authorization server's records.
     #[arg(long, value_name = "KID", requires = "oauth_private_key_file")]
     pub oauth_key_id: Option<String>,
+    /// Bind tokens to a key of the login's own (DPoP, RFC 9449: a proof on every request):
+    /// auto (when the authorization server lists ES256 in dpop_signing_alg_values_supported),
+    /// always, or never.
+    #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = dpop::Mode::parse)]
+    pub oauth_dpop: dpop::Mode,
+    /// Workload identity (SEP-1933): log in with the JWT-bearer grant (RFC 7523) using the JWT
+    /// in FILE, read again for every token (the platform may rotate it).
+    #[arg(long, value_name = "FILE", conflicts_with = "oauth_jwt_bearer_command")]
+    pub oauth_jwt_bearer_file: Option<PathBuf>,
+    /// Workload identity with the JWT that CMD prints (run with `sh -c` for every token, 30 s
+    /// at most).
+    #[arg(long, value_name = "CMD")]
+    pub oauth_jwt_bearer_command: Option<String>,
+    /// Enterprise-managed authorization (SEP-990): the enterprise identity provider's issuer
+    /// (its token endpoint from its metadata). The user's ID token is exchanged there for an
+    /// ID-JAG (RFC 8693), which the JWT-bearer grant trades for the token.
+    #[arg(long, value_name = "URL")]
+    pub oauth_idp_issuer: Option<String>,
+    /// The enterprise identity provider's token endpoint (no metadata is then fetched).
+    #[arg(long, value_name = "URL")]
+    pub oauth_idp_token_endpoint: Option<String>,
+    /// This client's id at the enterprise identity provider.
+    #[arg(long, value_name = "ID")]
+    pub oauth_idp_client_id: Option<String>,
+    /// File holding the client secret of --oauth-idp-client-id.
+    #[arg(long, value_name = "FILE", requires = "oauth_idp_client_id")]
+    pub oauth_idp_client_secret_file: Option<PathBuf>,
+    /// File holding the user's ID token from the enterprise identity provider (read again for
+    /// every token).
+    #[arg(long, value_name = "FILE", conflicts_with = "oauth_id_token_command")]
+    pub oauth_id_token_file: Option<PathBuf>,
+    /// The user's ID token as CMD prints it (run with `sh -c` for every token).
+    #[arg(long, value_name = "CMD")]
+    pub oauth_id_token_command: Option<String>,
+}
+
+/// A secret kept in a file (trimmed; empty is refused).
+fn read_secret(flag: &str, f: &std::path::Path) -> Result<Secret, String> {
+    let s = std::fs::read_to_string(f).map_err(|e| format!("{flag} {}: {e}", f.display()))?;
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(format!("{flag} {}: empty", f.display()));
+    }
+    Ok(Secret(s.to_owned()))
+}
+
+/// An OAuth endpoint given as a flag: https (http only on a loopback host).
+fn check_endpoint(flag: &str, u: &str) -> Result<(), String> {
+    let url = url::Url::parse(u).map_err(|e| format!("{flag} {u}: {e}"))?;
+    crate::oauth::http::check_url(&url).map_err(|e| format!("{flag}: {e}"))
 }
 
 /// The ids of the OAuth flags (`serve` refuses them without `--upstream`).
@@ -107,13 +159,107 @@ impl OAuthArgs {
             || self.oauth_device_code
             || self.oauth_client_credentials
             || self.oauth_private_key_file.is_some()
+            || self.workload().is_some()
+            || self.enterprise_asked()
+    }
+
+    fn workload(&self) -> Option<Source> {
+        match (&self.oauth_jwt_bearer_file, &self.oauth_jwt_bearer_command) {
+            (Some(f), _) => Some(Source::File(f.clone())),
+            (None, Some(c)) => Some(Source::Command(c.clone())),
+            (None, None) => None,
+        }
+    }
+
+    fn enterprise_asked(&self) -> bool {
+        self.oauth_idp_issuer.is_some()
+            || self.oauth_idp_token_endpoint.is_some()
+            || self.oauth_idp_client_id.is_some()
+            || self.oauth_id_token_file.is_some()
+            || self.oauth_id_token_command.is_some()
+    }
+
+    /// The enterprise identity provider the flags name, all of it or none.
+    fn idp(&self) -> Result<Option<Idp>, String> {
+        if !self.enterprise_asked() {
+            return Ok(None);
+        }
+        let id_token = match (&self.oauth_id_token_file, &self.oauth_id_token_command) {
+            (Some(f), _) => Source::File(f.clone()),
+            (None, Some(c)) => Source::Command(c.clone()),
+            (None, None) => {
+                return Err(
+                    "enterprise login needs --oauth-id-token-file or --oauth-id-token-command"
+                        .into(),
+                )
+            }
+        };
+        let Some(client_id) = self
+            .oauth_idp_client_id
+            .clone()
+            .filter(|c| !c.trim().is_empty())
+        else {
+            return Err("enterprise login needs --oauth-idp-client-id".into());
+        };
+        match (&self.oauth_idp_issuer, &self.oauth_idp_token_endpoint) {
+            (None, None) => {
+                return Err(
+                    "enterprise login needs --oauth-idp-issuer or --oauth-idp-token-endpoint"
+                        .into(),
+                )
+            }
+            (i, t) => {
+                if let Some(u) = i {
+                    check_endpoint("--oauth-idp-issuer", u)?;
+                }
+                if let Some(u) = t {
+                    check_endpoint("--oauth-idp-token-endpoint", u)?;
+                }
+            }
+        }
+        let client_secret = match &self.oauth_idp_client_secret_file {
+            Some(f) => Some(read_secret("--oauth-idp-client-secret-file", f)?),
+            None => None,
+        };
+        Ok(Some(Idp {
+            issuer: self.oauth_idp_issuer.clone(),
+            token_endpoint: self.oauth_idp_token_endpoint.clone(),
+            client_id,
+            client_secret,
+            id_token,
+        }))
     }
 
     /// The grant the flags choose, or why they contradict each other.
     fn grant(&self) -> Result<Grant, String> {
+        let chosen = [
+            (self.oauth_client_credentials, "--oauth-client-credentials"),
+            (self.oauth_device_code, "--oauth-device-code"),
+            (
+                self.workload().is_some(),
+                "--oauth-jwt-bearer-file/-command",
+            ),
+            (self.enterprise_asked(), "the --oauth-idp-* flags"),
+        ];
+        let on: Vec<&str> = chosen.iter().filter(|c| c.0).map(|c| c.1).collect();
+        if on.len() > 1
+            && !(on.len() == 2 && self.oauth_client_credentials && self.oauth_device_code)
+        {
+            return Err(format!("{} exclude each other", on.join(" and ")));
+        }
+        if self.workload().is_some() {
+            return Ok(Grant::JwtBearer);
+        }
+        if self.enterprise_asked() {
+            return Ok(Grant::Enterprise);
+        }
         if !self.oauth_client_credentials {
             if self.oauth_private_key_file.is_some() {
-                return Err("--oauth-private-key-file is for --oauth-client-credentials".into());
+                return Err(
+                    "--oauth-private-key-file is for --oauth-client-credentials and the \
+                     JWT-bearer logins"
+                        .into(),
+                );
             }
             return Ok(if self.oauth_device_code {
                 Grant::DeviceCode
@@ -227,6 +373,9 @@ impl OAuthArgs {
                 timeout: self.oauth_timeout,
                 params: self.oauth_param.clone(),
             },
+            dpop: self.oauth_dpop,
+            workload: self.workload(),
+            idp: self.idp()?,
         }))
     }
 }

@@ -157,7 +157,9 @@ mod tests {
                 expires_at,
                 lifetime: None,
                 scope: Some("mcp:read".into()),
+                token_type: None,
             }),
+            dpop_key: None,
         }
     }
 

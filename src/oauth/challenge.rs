@@ -34,17 +34,17 @@ pub struct Bearer {
     pub error: Option<String>,
 }
 
-/// The Bearer challenge among `values` (each a `WWW-Authenticate` header value), if any.
+/// The OAuth challenge among `values` (each a `WWW-Authenticate` header value), if any: the
+/// Bearer one, else a DPoP one (RFC 9449 §7.1: a server that takes only DPoP-bound tokens
+/// challenges with the `DPoP` scheme and the same parameters).
 pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Bearer> {
-    values
-        .into_iter()
-        .flat_map(parse)
-        .find(|c| c.scheme.eq_ignore_ascii_case("bearer"))
-        .map(|c| Bearer {
-            resource_metadata: c.param("resource_metadata").map(str::to_owned),
-            scope: c.param("scope").map(str::to_owned),
-            error: c.param("error").map(str::to_owned),
-        })
+    let all: Vec<Challenge> = values.into_iter().flat_map(parse).collect();
+    let of = |scheme: &str| all.iter().find(|c| c.scheme.eq_ignore_ascii_case(scheme));
+    of("bearer").or_else(|| of("dpop")).map(|c| Bearer {
+        resource_metadata: c.param("resource_metadata").map(str::to_owned),
+        scope: c.param("scope").map(str::to_owned),
+        error: c.param("error").map(str::to_owned),
+    })
 }
 
 fn is_tchar(c: u8) -> bool {
@@ -192,6 +192,18 @@ mod tests {
         );
         assert_eq!(b.scope.as_deref(), Some("files:read"));
         assert_eq!(b.error, None);
+    }
+
+    #[test]
+    fn a_dpop_challenge_stands_in_for_a_bearer_one() {
+        let b =
+            bearer([r#"DPoP error="use_dpop_nonce", resource_metadata="https://rs/prm""#]).unwrap();
+        assert_eq!(b.error.as_deref(), Some("use_dpop_nonce"));
+        assert_eq!(b.resource_metadata.as_deref(), Some("https://rs/prm"));
+        // Both offered: the Bearer one's parameters.
+        let b = bearer([r#"DPoP algs="ES256", Bearer scope="x""#]).unwrap();
+        assert_eq!(b.scope.as_deref(), Some("x"));
+        assert!(bearer([r#"Basic realm="r""#]).is_none());
     }
 
     #[test]

@@ -48,6 +48,9 @@ pub struct AsMeta {
     /// RFC 9207: the authorization response carries `iss`, which the client must then find.
     #[serde(default)]
     pub authorization_response_iss_parameter_supported: bool,
+    /// RFC 9449 §5.1: the algorithms the server takes DPoP proofs in (none: no DPoP).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dpop_signing_alg_values_supported: Vec<String>,
 }
 
 /// The outcome of discovery.

@@ -2,13 +2,16 @@
 //! the remote upstream uses, the URL rule (HTTPS, or plain HTTP to a loopback host so that
 //! tests and local servers work), and the adapter that lets the `oauth2` crate send its token
 //! requests through it (`oauth2` brings no client of ours; a closure is its async client).
-//! Redirects are not followed: metadata and token endpoints answer directly.
+//! Redirects are not followed: metadata and token endpoints answer directly. A fetcher made
+//! [`Fetch::proving`] adds a DPoP proof to every request to the token endpoint and, when the
+//! server asks for a nonce (`use_dpop_nonce`), sends the request once more with it.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http::header::{ACCEPT, CONTENT_TYPE};
-use http::{Method, Request, StatusCode};
+use http::{HeaderMap, HeaderValue, Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -63,16 +66,38 @@ pub fn redact(u: &Url) -> String {
     c.to_string()
 }
 
+/// What proves possession at the token endpoint: the login's DPoP key and the authorization
+/// server's last nonce.
+#[derive(Clone)]
+pub struct Prover {
+    pub key: Arc<super::dpop::Key>,
+    pub token_endpoint: String,
+    pub nonce: Arc<super::dpop::Nonce>,
+}
+
 /// The fetcher: one client, one time limit per exchange, one size limit per body.
 #[derive(Clone)]
 pub struct Fetch {
     client: Https,
     timeout: Duration,
+    prover: Option<Prover>,
 }
 
 impl Fetch {
     pub fn new(client: Https, timeout: Duration) -> Self {
-        Fetch { client, timeout }
+        Fetch {
+            client,
+            timeout,
+            prover: None,
+        }
+    }
+
+    /// This fetcher, proving possession of `prover`'s key at its token endpoint.
+    pub fn proving(&self, prover: Option<Prover>) -> Fetch {
+        Fetch {
+            prover,
+            ..self.clone()
+        }
     }
 
     /// Send `req` and read its whole body (bounded); (status, content type, body).
@@ -80,6 +105,20 @@ impl Fetch {
         &self,
         req: Request<Full<Bytes>>,
     ) -> Result<(StatusCode, String, Bytes), FetchError> {
+        let (status, headers, body) = self.exchange(req).await?;
+        let ct = headers
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned();
+        Ok((status, ct, body))
+    }
+
+    /// Send `req` and read its whole body (bounded); (status, headers, body).
+    async fn exchange(
+        &self,
+        req: Request<Full<Bytes>>,
+    ) -> Result<(StatusCode, HeaderMap, Bytes), FetchError> {
         let where_ = req.uri().to_string();
         let where_ = where_.split('?').next().unwrap_or("").to_owned();
         if let Ok(u) = Url::parse(&where_) {
@@ -95,12 +134,7 @@ impl Fetch {
                     detail: e.to_string(),
                 })?;
             let status = resp.status();
-            let ct = resp
-                .headers()
-                .get(CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or("")
-                .to_owned();
+            let headers = resp.headers().clone();
             let body = Limited::new(resp.into_body(), MAX_BODY)
                 .collect()
                 .await
@@ -109,7 +143,7 @@ impl Fetch {
                     detail: format!("reading the answer: {e}"),
                 })?
                 .to_bytes();
-            Ok((status, ct, body))
+            Ok((status, headers, body))
         };
         tokio::time::timeout(self.timeout, work)
             .await
@@ -154,21 +188,67 @@ impl Fetch {
         Ok((status, serde_json::from_slice(&body).unwrap_or(Value::Null)))
     }
 
-    /// The `oauth2` crate's request, sent through this client.
+    /// The `oauth2` crate's request (or a hand-built token request), sent through this
+    /// client: with a proof when it goes to the proving token endpoint, and once more with the
+    /// server's nonce when it asks for one (RFC 9449 §8).
     pub async fn oauth2(
         &self,
         req: oauth2::HttpRequest,
     ) -> Result<oauth2::HttpResponse, FetchError> {
         let (parts, body) = req.into_parts();
-        let req = Request::from_parts(parts, Full::new(Bytes::from(body)));
-        let (status, ct, body) = self.send(req).await?;
-        let mut resp = http::Response::new(body.to_vec());
-        *resp.status_mut() = status;
-        if let Ok(v) = http::HeaderValue::from_str(&ct) {
-            resp.headers_mut().insert(CONTENT_TYPE, v);
+        let body = Bytes::from(body);
+        let prover = self
+            .prover
+            .as_ref()
+            .filter(|p| super::dpop::htu(&parts.uri.to_string()) == p.token_endpoint);
+        let mut asked_nonce = false;
+        loop {
+            let mut req = Request::from_parts(parts.clone(), Full::new(body.clone()));
+            if let Some(p) = prover {
+                let proof = p
+                    .key
+                    .proof(
+                        parts.method.as_str(),
+                        &p.token_endpoint,
+                        None,
+                        p.nonce.get().as_deref(),
+                    )
+                    .map_err(FetchError::Refused)?;
+                let v = HeaderValue::from_str(&proof)
+                    .map_err(|e| FetchError::Refused(e.to_string()))?;
+                req.headers_mut().insert("dpop", v);
+            }
+            let (status, headers, body) = self.exchange(req).await?;
+            let nonce = headers
+                .get(super::dpop::NONCE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .zip(prover)
+                .is_some_and(|(n, p)| p.nonce.set(n));
+            if nonce && !asked_nonce && status == StatusCode::BAD_REQUEST && asks_nonce(&body) {
+                asked_nonce = true;
+                tracing::debug!("the token endpoint asked for a DPoP nonce: sending it");
+                continue;
+            }
+            let mut resp = http::Response::new(body.to_vec());
+            *resp.status_mut() = status;
+            if let Some(v) = headers.get(CONTENT_TYPE) {
+                resp.headers_mut().insert(CONTENT_TYPE, v.clone());
+            }
+            return Ok(resp);
         }
-        Ok(resp)
     }
+}
+
+/// Is `body` a token endpoint's `use_dpop_nonce` error?
+fn asks_nonce(body: &[u8]) -> bool {
+    serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|v| {
+            v.get("error")
+                .and_then(Value::as_str)
+                .map(|e| e == super::dpop::USE_NONCE)
+        })
+        .unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -49,6 +49,11 @@ pub enum Grant {
     DeviceCode,
     /// The client credentials grant: no user at all.
     ClientCredentials,
+    /// Workload identity (SEP-1933): the JWT-bearer grant with the platform's JWT.
+    JwtBearer,
+    /// Enterprise-managed (SEP-990): the user's ID token exchanged at the enterprise IdP for
+    /// an ID-JAG, then the JWT-bearer grant with it.
+    Enterprise,
 }
 
 impl Grant {
@@ -58,7 +63,15 @@ impl Grant {
             Grant::Browser => "authorization_code",
             Grant::DeviceCode => "device_code",
             Grant::ClientCredentials => "client_credentials",
+            Grant::JwtBearer => "jwt_bearer",
+            Grant::Enterprise => "enterprise",
         }
+    }
+
+    /// Does it need a person (a browser here, or one who types a code elsewhere)? The others
+    /// get a new token by themselves whenever one expires.
+    pub fn needs_person(self) -> bool {
+        matches!(self, Grant::Browser | Grant::DeviceCode)
     }
 }
 
@@ -197,6 +210,10 @@ fn token_record(
         scope: t
             .scopes()
             .map(|s| s.iter().map(|x| x.as_str()).collect::<Vec<_>>().join(" ")),
+        token_type: match t.token_type() {
+            oauth2::basic::BasicTokenType::Bearer => None,
+            other => Some(other.as_ref().to_owned()),
+        },
     }
 }
 

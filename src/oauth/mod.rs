@@ -30,6 +30,9 @@ pub mod admin;
 pub mod assertion;
 pub mod challenge;
 pub mod discovery;
+pub mod dpop;
+pub mod exchange;
+mod grants;
 pub mod http;
 pub mod login;
 pub mod register;
@@ -37,7 +40,7 @@ pub mod store;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ::http::HeaderValue;
@@ -47,7 +50,7 @@ use url::Url;
 use self::challenge::Bearer;
 use self::discovery::DiscoverError;
 use self::discovery::Discovered;
-use self::http::{Fetch, Https};
+use self::http::{Fetch, Https, Prover};
 use self::login::{Grant, GrantError, LoginSettings};
 use self::register::StaticClient;
 use self::store::{now_secs, Record, Store, TokenRecord, VERSION};
@@ -74,6 +77,12 @@ pub struct OAuthSettings {
     pub scope: Option<String>,
     pub no_resource: bool,
     pub login: LoginSettings,
+    /// When logins prove possession of a key (RFC 9449).
+    pub dpop: dpop::Mode,
+    /// The workload's JWT ([`Grant::JwtBearer`]).
+    pub workload: Option<exchange::Source>,
+    /// The enterprise identity provider ([`Grant::Enterprise`]).
+    pub idp: Option<exchange::Idp>,
 }
 
 /// What the remote's refusal asks of the client.
@@ -130,6 +139,11 @@ pub struct OAuth {
     /// The scopes the last login asked for, and those a step-up added (kept by later logins).
     asked: Mutex<Option<String>>,
     wider: Mutex<Option<String>>,
+    /// The login's DPoP key, parsed once from the record; the authorization server's and the
+    /// resource server's last nonces.
+    dpop_key: Mutex<Option<Arc<dpop::Key>>>,
+    as_nonce: Arc<dpop::Nonce>,
+    rs_nonce: dpop::Nonce,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -141,8 +155,11 @@ impl std::fmt::Debug for OAuth {
     }
 }
 
-fn bearer_value(t: &TokenRecord) -> Option<HeaderValue> {
-    let mut v = HeaderValue::from_str(&format!("Bearer {}", t.access_token.0)).ok()?;
+/// The `Authorization` value of `t`: `DPoP` for a token bound to the login's key (RFC 9449
+/// §7.1), else `Bearer`.
+fn auth_value(t: &TokenRecord) -> Option<HeaderValue> {
+    let scheme = if t.dpop() { "DPoP" } else { "Bearer" };
+    let mut v = HeaderValue::from_str(&format!("{scheme} {}", t.access_token.0)).ok()?;
     v.set_sensitive(true);
     Some(v)
 }
@@ -214,6 +231,9 @@ impl OAuth {
             last_failure: Mutex::new(None),
             asked: Mutex::new(None),
             wider: Mutex::new(None),
+            dpop_key: Mutex::new(None),
+            as_nonce: Arc::default(),
+            rs_nonce: dpop::Nonce::default(),
         })
     }
 
@@ -244,7 +264,7 @@ impl OAuth {
     pub async fn header(&self) -> Option<HeaderValue> {
         let t = self.token()?;
         let due = t.due(now_secs());
-        let machine = self.settings.login.grant == Grant::ClientCredentials;
+        let machine = !self.settings.login.grant.needs_person();
         if due && (t.refresh_token.is_some() || machine) {
             let _g = self.busy.lock().await;
             if self.token().as_ref() == Some(&t) {
@@ -269,7 +289,7 @@ impl OAuth {
                 }
             }
         }
-        self.token().as_ref().and_then(bearer_value)
+        self.token().as_ref().and_then(auth_value)
     }
 
     /// The remote refused a request sent with `sent` (its `Authorization`, if any): 401
@@ -303,7 +323,7 @@ impl OAuth {
         let had = self.token();
         if let Some(v) = had
             .as_ref()
-            .and_then(bearer_value)
+            .and_then(auth_value)
             .filter(|v| Some(v) != sent)
         {
             return Ok(v);
@@ -375,9 +395,78 @@ impl OAuth {
             return Ok((lock, None));
         };
         info!("using the login another copy of mcp-bridge made or refreshed for this server");
-        let v = r.token.as_ref().and_then(bearer_value);
+        let v = r.token.as_ref().and_then(auth_value);
         *self.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
         Ok((lock, v))
+    }
+
+    /// The DPoP key of `r`, parsed once (None: the login proves nothing, or its key is bad).
+    fn key_of(&self, r: &Record) -> Option<Arc<dpop::Key>> {
+        let kept = r.dpop_key.as_ref()?;
+        let mut cache = self.dpop_key.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = cache.as_ref().filter(|k| k.kept() == kept) {
+            return Some(k.clone());
+        }
+        match dpop::Key::from_pkcs8(kept) {
+            Ok(k) => {
+                let k = Arc::new(k);
+                *cache = Some(k.clone());
+                Some(k)
+            }
+            Err(e) => {
+                warn!(
+                    "{}: {e}; a new login makes a new key",
+                    self.store.path().display()
+                );
+                None
+            }
+        }
+    }
+
+    /// The fetcher for `r`'s token requests: proving possession of its key, if it has one.
+    fn grant_fetch(&self, r: &Record) -> Fetch {
+        let prover = self.key_of(r).map(|key| Prover {
+            key,
+            token_endpoint: Url::parse(&r.auth_server.token_endpoint)
+                .map(|u| dpop::htu(u.as_str()).to_owned())
+                .unwrap_or_else(|_| r.auth_server.token_endpoint.clone()),
+            nonce: self.as_nonce.clone(),
+        });
+        self.fetch.proving(prover)
+    }
+
+    /// The DPoP proof for a `method` request to `uri` that carries `authorization` (the value
+    /// [`OAuth::header`] gave): None unless that is a DPoP-bound token of this login.
+    pub fn proof(
+        &self,
+        method: &str,
+        uri: &str,
+        authorization: &HeaderValue,
+    ) -> Option<HeaderValue> {
+        let token = authorization.to_str().ok()?.strip_prefix("DPoP ")?;
+        let rec = self
+            .record
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()?;
+        let Some(key) = self.key_of(&rec) else {
+            warn!("a DPoP-bound token without its key: sending it without a proof");
+            return None;
+        };
+        let nonce = self.rs_nonce.get();
+        match key.proof(method, uri, Some(token), nonce.as_deref()) {
+            Ok(p) => HeaderValue::from_str(&p).ok(),
+            Err(e) => {
+                warn!("{e}");
+                None
+            }
+        }
+    }
+
+    /// The remote named a nonce (`DPoP-Nonce`) for the next proofs; true if it was new.
+    pub fn server_nonce(&self, v: &str) -> bool {
+        let was = self.rs_nonce.get();
+        self.rs_nonce.set(v) && was.as_deref() != Some(v)
     }
 
     fn resource_param<'a>(&self, r: &'a Record) -> Option<&'a str> {
@@ -401,7 +490,7 @@ impl OAuth {
             return Err("no refresh token".into());
         };
         let r = login::refresh(
-            &self.fetch,
+            &self.grant_fetch(&rec),
             &rec.auth_server,
             client,
             rt,
@@ -436,7 +525,7 @@ impl OAuth {
                 self.store.path().display()
             );
         }
-        let v = r.token.as_ref().and_then(bearer_value);
+        let v = r.token.as_ref().and_then(auth_value);
         *self.record.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
         v
     }
@@ -457,7 +546,7 @@ impl OAuth {
     async fn login(&self, challenge: Bearer, reuse: bool) -> Result<HeaderValue, Recover> {
         let grant = self.settings.login.grant;
         let found = self.discover_for_login(&challenge, reuse).await?;
-        if !self.settings.login.interactive && grant != Grant::ClientCredentials {
+        if !self.settings.login.interactive && grant.needs_person() {
             let server = discovery::canonical(&self.server);
             return Err(Recover::Failed(format!(
                 "{server} needs a login and nobody is at a browser here: run `mcp-bridge auth \
@@ -477,11 +566,36 @@ impl OAuth {
             auth_server: found.server.clone(),
             client: None,
             token: self.token(),
+            dpop_key: None,
         };
+        // A login that proves possession (RFC 9449 §5) keeps the key of the login file, which
+        // the token still in use is bound to; the first such login (or one whose key is
+        // unreadable) makes a new one.
+        if self
+            .settings
+            .dpop
+            .wanted(&found.server.dpop_signing_alg_values_supported)
+        {
+            let stored = self
+                .record
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            let key = match stored.as_ref().and_then(|r| self.key_of(r)) {
+                Some(k) => k,
+                None => {
+                    info!("the login proves possession of a new DPoP key (RFC 9449)");
+                    Arc::new(dpop::Key::generate().map_err(Recover::Failed)?)
+                }
+            };
+            rec.dpop_key = Some(key.kept().clone());
+        }
         let token = match grant {
             Grant::Browser => self.browser(&found, &mut rec, scope.as_deref()).await?,
             Grant::DeviceCode => self.device(&found, &mut rec, scope.as_deref()).await?,
             Grant::ClientCredentials => self.machine(&found, &mut rec, scope.as_deref()).await?,
+            Grant::JwtBearer => self.workload(&found, &mut rec, scope.as_deref()).await?,
+            Grant::Enterprise => self.enterprise(&found, &mut rec, scope.as_deref()).await?,
         };
         // Asked for and got (a step-up for these scopes again would be a loop).
         *self.asked.lock().unwrap_or_else(|p| p.into_inner()) = scope.clone();
@@ -528,119 +642,6 @@ impl OAuth {
             }
             Err(e) => Err(Recover::Failed(e.to_string())),
         }
-    }
-
-    /// The device login: the server must offer it; client (registration kept even if the
-    /// login fails), then the device authorization grant.
-    async fn device(
-        &self,
-        found: &Discovered,
-        rec: &mut Record,
-        scope: Option<&str>,
-    ) -> Result<TokenRecord, Recover> {
-        login::device_endpoint(&found.server).map_err(Recover::Failed)?;
-        let client = self.client(found, "").await?;
-        rec.client = Some(client.clone());
-        self.keep(rec.clone()).await;
-        login::device(
-            &self.fetch,
-            &found.server,
-            &client,
-            self.resource_param(rec),
-            scope,
-            &self.settings.login,
-        )
-        .await
-        .map_err(Recover::Failed)
-    }
-
-    /// The machine login: the client credentials grant with the static client, no refresh
-    /// token kept.
-    async fn machine(
-        &self,
-        found: &Discovered,
-        rec: &mut Record,
-        scope: Option<&str>,
-    ) -> Result<TokenRecord, Recover> {
-        // The secret or key stays in its file: the login file holds only the id.
-        rec.client = self
-            .settings
-            .client
-            .client_id
-            .clone()
-            .map(|id| store::ClientRecord {
-                client_id: id,
-                client_secret: None,
-                redirect_uri: String::new(),
-                registered: false,
-                token_endpoint_auth_method: None,
-            });
-        let mut t = login::client_credentials(
-            &self.fetch,
-            &found.server,
-            &self.settings.client,
-            self.resource_param(rec),
-            scope,
-            &self.settings.login,
-        )
-        .await
-        .map_err(Recover::Failed)?;
-        // RFC 6749 §4.4.3: none is expected; the grant itself is the way to a new token.
-        t.refresh_token = None;
-        Ok(t)
-    }
-
-    /// The client to log in as: the static one, the cached registration, or a new one.
-    async fn client(
-        &self,
-        found: &Discovered,
-        redirect: &str,
-    ) -> Result<store::ClientRecord, Recover> {
-        let cached = self
-            .record
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
-            .filter(|r| r.auth_server.issuer == found.server.issuer)
-            .and_then(|r| r.client);
-        register::client_for(
-            &self.fetch,
-            &found.server,
-            &self.settings.client,
-            cached.as_ref(),
-            redirect,
-        )
-        .await
-        .map_err(Recover::Failed)
-    }
-
-    /// The browser login: callback listener, client, authorization code.
-    async fn browser(
-        &self,
-        found: &Discovered,
-        rec: &mut Record,
-        scope: Option<&str>,
-    ) -> Result<TokenRecord, Recover> {
-        let listener =
-            login::bind_callback(self.server.as_str(), self.settings.login.callback_port)
-                .await
-                .map_err(Recover::Failed)?;
-        let redirect = login::redirect_uri(&listener);
-        let client = self.client(found, &redirect).await?;
-        rec.client = Some(client.clone());
-        // Keep the registration even if the login below fails: it is reused next time.
-        self.keep(rec.clone()).await;
-        login::authorize(
-            &self.fetch,
-            &found.server,
-            &client,
-            self.resource_param(rec),
-            scope,
-            &self.settings.login,
-            listener,
-        )
-        .await
-        .map_err(Recover::Failed)
     }
 }
 

@@ -64,9 +64,20 @@ pub struct TokenRecord {
     pub lifetime: Option<u64>,
     #[serde(default)]
     pub scope: Option<String>,
+    /// The answer's `token_type` when it is not Bearer: `DPoP` for a token bound to the
+    /// login's key (sent as `Authorization: DPoP`, each request with a proof).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_type: Option<String>,
 }
 
 impl TokenRecord {
+    /// Is it bound to the login's DPoP key?
+    pub fn dpop(&self) -> bool {
+        self.token_type
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case("dpop"))
+    }
+
     /// Is it time to replace it: within [`super::REFRESH_AHEAD`] seconds of its expiry, or
     /// within a quarter of its lifetime when that is shorter?
     pub fn due(&self, now: u64) -> bool {
@@ -90,6 +101,9 @@ pub struct Record {
     pub client: Option<ClientRecord>,
     #[serde(default)]
     pub token: Option<TokenRecord>,
+    /// The login's DPoP key (RFC 9449; base64url PKCS#8), when it proves possession.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dpop_key: Option<Secret>,
 }
 
 /// Now, in seconds since the epoch.
@@ -276,7 +290,9 @@ mod tests {
                 expires_at: Some(123),
                 lifetime: None,
                 scope: None,
+                token_type: None,
             }),
+            dpop_key: None,
         }
     }
 
@@ -288,6 +304,7 @@ mod tests {
             expires_at: Some(expires_at),
             lifetime,
             scope: None,
+            token_type: None,
         };
         // 20 s tokens: due 5 s ahead, not 60 (which would refresh before every request).
         assert!(!t(1020, Some(20)).due(1000));

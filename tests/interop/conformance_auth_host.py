@@ -15,11 +15,12 @@ notifications/initialized, tools/list, tools/call of the first tool, then it clo
 login happens inside the bridge when the remote first answers 401.
 
 The scenario context is mapped onto connect's flags: `client_id` -> `--oauth-client-id`,
-`client_secret` -> `--oauth-client-secret-file`, `private_key_pem` -> `--oauth-private-key-file`
-(0600 files in the temp dir), and an `auth/client-credentials-*` scenario adds
-`--oauth-client-credentials` (a machine: no browser). Context keys with no connect flag
-(identity-provider tokens, ...) are reported on stdout and stderr and otherwise ignored, so
-those scenarios fail visibly until connect learns them.
+`client_secret` -> `--oauth-client-secret-file`, `private_key_pem` -> `--oauth-private-key-file`,
+a workload's `valid_jwt` -> `--oauth-jwt-bearer-file`, the enterprise IdP's `idp_id_token` ->
+`--oauth-id-token-file` and `idp_client_id`, `idp_issuer`, `idp_token_endpoint` -> the
+`--oauth-idp-*` flags (files: 0600 in the temp dir), and an `auth/client-credentials-*` scenario
+adds `--oauth-client-credentials` (a machine: no browser). Context keys with no connect flag are
+reported on stdout and stderr and otherwise ignored, so such a scenario fails visibly.
 auth/basic-cimd gives no context: it expects the client id to be the suite's constant URL
 https://conformance-test.local/client-metadata.json, passed as --oauth-client-metadata-url;
 auth/2025-03-26-oauth-endpoint-fallback gets --oauth (see below).
@@ -198,6 +199,20 @@ def main() -> int:
                     f.write(str(val))
                 flag = "--oauth-client-secret-file" if key == "client_secret" else "--oauth-private-key-file"
                 argv += [flag, path]
+            elif key in ("valid_jwt", "idp_id_token"):
+                # A workload's JWT (SEP-1933) or the user's ID token at the enterprise IdP
+                # (SEP-990): a 0600 file connect reads for every token.
+                path = os.path.join(work, key)
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w", encoding="utf-8") as f:
+                    f.write(str(val))
+                flag = "--oauth-jwt-bearer-file" if key == "valid_jwt" else "--oauth-id-token-file"
+                argv += [flag, path]
+            elif key in ("idp_client_id", "idp_issuer", "idp_token_endpoint"):
+                argv += ["--oauth-" + key.replace("_", "-"), str(val)]
+            elif key in ("wrong_audience_jwt", "expired_jwt"):
+                # For hosts that test refusals; this host logs in once, with the valid one.
+                print(f"NOTE {key}: not used (the valid JWT is)", flush=True)
             elif key == "signing_algorithm":
                 # connect signs with what the key is: ES256 for P-256, RS256 for RSA.
                 print(f"NOTE signing_algorithm {val!r}: taken from the key's type", flush=True)

@@ -119,6 +119,21 @@ fn refusal(resp: &Response<Incoming>) -> Option<(Need, Option<Bearer>)> {
     }
 }
 
+/// Is `resp` a 401 whose DPoP challenge asks for a nonce?
+fn asks_nonce(resp: &Response<Incoming>) -> bool {
+    resp.status() == StatusCode::UNAUTHORIZED
+        && resp
+            .headers()
+            .get_all(WWW_AUTHENTICATE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(crate::oauth::challenge::parse)
+            .any(|c| {
+                c.scheme.eq_ignore_ascii_case("dpop")
+                    && c.param("error") == Some(crate::oauth::dpop::USE_NONCE)
+            })
+}
+
 /// A short, single-line, bounded excerpt of a body for error messages.
 pub(super) fn snippet(b: &[u8]) -> String {
     let s = String::from_utf8_lossy(&b[..b.len().min(200)]);
@@ -169,21 +184,18 @@ impl Remote {
         }
         let sent = req.headers().get(AUTHORIZATION).cloned();
         let (parts, body) = req.into_parts();
-        let again = (parts.method.clone(), parts.headers.clone(), body.clone());
-        let resp = self.send_once(Request::from_parts(parts, body)).await?;
+        let (method, mut headers) = (parts.method, parts.headers);
+        let resp = self
+            .send_proved(oauth, &method, headers.clone(), body.clone())
+            .await?;
         let Some((need, challenge)) = refusal(&resp) else {
             return Ok(resp);
         };
         match oauth.recover(need.clone(), challenge, sent.as_ref()).await {
             Ok(v) => {
                 drop(resp);
-                let (method, mut headers, body) = again;
                 headers.insert(AUTHORIZATION, v);
-                let mut req = Request::new(body);
-                *req.method_mut() = method;
-                *req.uri_mut() = self.cfg.url.clone();
-                *req.headers_mut() = headers;
-                let resp = self.send_once(req).await?;
+                let resp = self.send_proved(oauth, &method, headers, body).await?;
                 match (need, refusal(&resp)) {
                     (Need::Scope(_), Some((Need::Scope(more), _))) => {
                         warn!(
@@ -201,6 +213,48 @@ impl Remote {
                 warn!("OAuth login for {} failed: {why}", self.origin);
                 Err(Fault::Login(why))
             }
+        }
+    }
+
+    /// Send `method` with `headers` and `body` to the remote, with a fresh DPoP proof when the
+    /// `Authorization` is a DPoP-bound token; a `DPoP-Nonce` in the answer is kept for the
+    /// next proofs, and a 401 `use_dpop_nonce` that brought a new one is answered by sending
+    /// the request once more with it (RFC 9449 §9).
+    async fn send_proved(
+        &self,
+        oauth: &crate::oauth::OAuth,
+        method: &Method,
+        headers: HeaderMap,
+        body: Full<Bytes>,
+    ) -> Result<Response<Incoming>, Fault> {
+        let uri = self.cfg.url.to_string();
+        let mut retried = false;
+        loop {
+            let mut h = headers.clone();
+            let proved = h
+                .get(AUTHORIZATION)
+                .and_then(|a| oauth.proof(method.as_str(), &uri, a))
+                .map(|p| h.insert(HeaderName::from_static("dpop"), p))
+                .is_some();
+            let mut req = Request::new(body.clone());
+            *req.method_mut() = method.clone();
+            *req.uri_mut() = self.cfg.url.clone();
+            *req.headers_mut() = h;
+            let resp = self.send_once(req).await?;
+            let fresh = resp
+                .headers()
+                .get(crate::oauth::dpop::NONCE_HEADER)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|n| oauth.server_nonce(n));
+            if proved && fresh && !retried && asks_nonce(&resp) {
+                debug!(
+                    "{} asked for a DPoP nonce: sending the request with it",
+                    self.origin
+                );
+                retried = true;
+                continue;
+            }
+            return Ok(resp);
         }
     }
 
