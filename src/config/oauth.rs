@@ -80,7 +80,8 @@ pub struct OAuthArgs {
     #[arg(long, value_name = "KID", requires = "oauth_private_key_file")]
     pub oauth_key_id: Option<String>,
     /// Bind tokens to a key of the login's own (DPoP, RFC 9449: a proof on every request):
-    /// auto (when the authorization server lists ES256 in dpop_signing_alg_values_supported),
+    /// auto (when the authorization server lists ES256 in dpop_signing_alg_values_supported
+    /// and the server takes DPoP: a DPoP challenge or DPoP in its resource metadata),
     /// always, or never.
     #[arg(long, value_name = "WHEN", default_value = "auto", value_parser = dpop::Mode::parse)]
     pub oauth_dpop: dpop::Mode,

@@ -32,6 +32,9 @@ pub struct Bearer {
     pub resource_metadata: Option<String>,
     pub scope: Option<String>,
     pub error: Option<String>,
+    /// The server challenged with the `DPoP` scheme too (or only): it takes DPoP-bound
+    /// tokens (RFC 9449 §7.1).
+    pub dpop: bool,
 }
 
 /// The OAuth challenge among `values` (each a `WWW-Authenticate` header value), if any: the
@@ -40,10 +43,12 @@ pub struct Bearer {
 pub fn bearer<'a>(values: impl IntoIterator<Item = &'a str>) -> Option<Bearer> {
     let all: Vec<Challenge> = values.into_iter().flat_map(parse).collect();
     let of = |scheme: &str| all.iter().find(|c| c.scheme.eq_ignore_ascii_case(scheme));
+    let dpop = of("dpop").is_some();
     of("bearer").or_else(|| of("dpop")).map(|c| Bearer {
         resource_metadata: c.param("resource_metadata").map(str::to_owned),
         scope: c.param("scope").map(str::to_owned),
         error: c.param("error").map(str::to_owned),
+        dpop,
     })
 }
 
@@ -200,9 +205,12 @@ mod tests {
             bearer([r#"DPoP error="use_dpop_nonce", resource_metadata="https://rs/prm""#]).unwrap();
         assert_eq!(b.error.as_deref(), Some("use_dpop_nonce"));
         assert_eq!(b.resource_metadata.as_deref(), Some("https://rs/prm"));
-        // Both offered: the Bearer one's parameters.
+        assert!(b.dpop);
+        // Both offered: the Bearer one's parameters, and the resource takes DPoP.
         let b = bearer([r#"DPoP algs="ES256", Bearer scope="x""#]).unwrap();
         assert_eq!(b.scope.as_deref(), Some("x"));
+        assert!(b.dpop);
+        assert!(!bearer([r#"Bearer scope="x""#]).unwrap().dpop);
         assert!(bearer([r#"Basic realm="r""#]).is_none());
     }
 

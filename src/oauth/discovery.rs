@@ -61,6 +61,11 @@ pub struct Discovered {
     pub server: AsMeta,
     /// The scopes to ask for (space-separated), if any.
     pub scope: Option<String>,
+    /// The resource takes DPoP-bound tokens: its challenge had the `DPoP` scheme, or its
+    /// metadata lists `dpop_signing_alg_values_supported` or requires bound tokens (RFC 9728
+    /// §2). A token bound at an authorization server that offers DPoP is of no use at a
+    /// resource that only reads `Authorization: Bearer`.
+    pub resource_dpop: bool,
 }
 
 /// Why discovery stopped.
@@ -198,10 +203,16 @@ pub async fn discover(
         canonical(server),
         server_meta.issuer
     );
+    let lists_algs = prm
+        .get("dpop_signing_alg_values_supported")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    let requires = prm.get("dpop_bound_access_tokens_required") == Some(&Value::Bool(true));
     Ok(Discovered {
         resource,
         server: server_meta,
         scope,
+        resource_dpop: challenge.dpop || lists_algs || requires,
     })
 }
 
@@ -263,6 +274,7 @@ async fn legacy(
         resource: canonical(server),
         server: m,
         scope: challenge.scope.clone().filter(|s| !s.trim().is_empty()),
+        resource_dpop: challenge.dpop,
     })
 }
 
@@ -285,6 +297,7 @@ pub fn legacy_defaults(server: &Url, challenge: &Bearer) -> Discovered {
             ..AsMeta::default()
         },
         scope: challenge.scope.clone().filter(|s| !s.trim().is_empty()),
+        resource_dpop: challenge.dpop,
     }
 }
 

@@ -1,5 +1,7 @@
 //! DPoP (RFC 9449): proof-of-possession for the tokens of one login. A login whose
-//! authorization server lists ES256 in `dpop_signing_alg_values_supported` (or every login,
+//! authorization server lists ES256 in `dpop_signing_alg_values_supported`, for a resource
+//! that says it takes DPoP (a `DPoP` challenge or DPoP in its metadata: a Bearer-only one
+//! would refuse a bound token on every request), or every login,
 //! with `--oauth-dpop always`) gets a fresh P-256 key pair; its PKCS#8 form is kept in the
 //! login's 0600 file beside the tokens, so a refresh after a restart proves the same key.
 //! Every token request and every request that carries a DPoP-bound token gets a proof: a JWT
@@ -34,7 +36,8 @@ pub const NONCE_HEADER: &str = "dpop-nonce";
 /// When a login proves possession (`--oauth-dpop`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Mode {
-    /// When the authorization server lists ES256 in `dpop_signing_alg_values_supported`.
+    /// When the authorization server lists ES256 in `dpop_signing_alg_values_supported` and
+    /// the resource says it takes DPoP-bound tokens (its challenge or its metadata).
     #[default]
     Auto,
     /// Always (servers that support DPoP without saying so in their metadata).
@@ -53,10 +56,11 @@ impl Mode {
         }
     }
 
-    /// Does a login at a server that lists `algs` prove possession?
-    pub fn wanted(self, algs: &[String]) -> bool {
+    /// Does a login at an authorization server that lists `algs`, for a resource that does
+    /// (`resource`) or does not say it takes DPoP, prove possession?
+    pub fn wanted(self, algs: &[String], resource: bool) -> bool {
         match self {
-            Mode::Auto => algs.iter().any(|a| a == ALG),
+            Mode::Auto => resource && algs.iter().any(|a| a == ALG),
             Mode::Always => true,
             Mode::Never => false,
         }
@@ -275,10 +279,12 @@ mod tests {
     #[test]
     fn modes_and_nonces() {
         let es = vec!["RS256".to_owned(), "ES256".to_owned()];
-        assert!(Mode::Auto.wanted(&es));
-        assert!(!Mode::Auto.wanted(&["RS256".to_owned()]));
-        assert!(Mode::Always.wanted(&[]));
-        assert!(!Mode::Never.wanted(&es));
+        assert!(Mode::Auto.wanted(&es, true));
+        // A resource that reads only Bearer gets a Bearer token, whatever the AS offers.
+        assert!(!Mode::Auto.wanted(&es, false));
+        assert!(!Mode::Auto.wanted(&["RS256".to_owned()], true));
+        assert!(Mode::Always.wanted(&[], false));
+        assert!(!Mode::Never.wanted(&es, true));
         assert!(Mode::parse("sometimes").is_err());
         let n = Nonce::default();
         assert!(!n.set("has space") && !n.set("") && !n.set("quo\"te"));

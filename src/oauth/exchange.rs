@@ -303,7 +303,7 @@ async fn idp_token_endpoint(fetch: &Fetch, idp: &Idp) -> Result<String, String> 
     ))
 }
 
-/// SEP-990: the ID token exchanged at the IdP for an ID-JAG for `meta`'s issuer and
+/// SEP-990: `id_token` exchanged at the IdP for an ID-JAG for `meta`'s issuer and
 /// `resource`, then the JWT-bearer grant with it at `meta`. `idp_fetch` proves nothing (the
 /// IdP is not where the token is used); `fetch` is the login's.
 #[allow(clippy::too_many_arguments)]
@@ -313,16 +313,16 @@ pub async fn enterprise(
     meta: &AsMeta,
     client: &StaticClient,
     idp: &Idp,
+    id_token: &Secret,
     resource: &str,
     scope: Option<&str>,
     params: &[(String, String)],
 ) -> Result<TokenRecord, String> {
     let endpoint = idp_token_endpoint(idp_fetch, idp).await?;
-    let id_token = idp.id_token.read("the ID token").await?;
     let mut form = vec![
         ("grant_type", TOKEN_EXCHANGE.to_owned()),
         ("requested_token_type", ID_JAG_TYPE.to_owned()),
-        ("subject_token", id_token.0),
+        ("subject_token", id_token.0.clone()),
         ("subject_token_type", ID_TOKEN_TYPE.to_owned()),
         ("audience", meta.issuer.clone()),
         ("resource", resource.to_owned()),

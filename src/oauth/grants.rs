@@ -128,7 +128,8 @@ impl OAuth {
             .read("--oauth-jwt-bearer-file/-command")
             .await
             .map_err(Recover::Failed)?;
-        exchange::jwt_bearer(
+        let seen = self.not_refused(&jwt)?;
+        let r = exchange::jwt_bearer(
             &self.grant_fetch(rec),
             &found.server,
             &self.settings.client,
@@ -137,8 +138,40 @@ impl OAuth {
             scope,
             &self.settings.login.params,
         )
-        .await
-        .map_err(Recover::Failed)
+        .await;
+        self.remember_refusal(seen, r)
+    }
+
+    /// `assertion`'s hash, unless the grant refused it last time: then that refusal again
+    /// (SEP-1933: a refused assertion is not retried; a new one from the source is).
+    fn not_refused(&self, assertion: &store::Secret) -> Result<String, Recover> {
+        use sha2::Digest;
+        let h = format!("{:x}", sha2::Sha256::digest(assertion.0.as_bytes()));
+        let refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        match refused.as_ref() {
+            Some((seen, why)) if *seen == h => Err(Recover::Failed(format!(
+                "{why} (the same assertion is not presented again; a new one will be)"
+            ))),
+            _ => Ok(h),
+        }
+    }
+
+    fn remember_refusal(
+        &self,
+        seen: String,
+        r: Result<TokenRecord, String>,
+    ) -> Result<TokenRecord, Recover> {
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        match r {
+            Ok(t) => {
+                *refused = None;
+                Ok(t)
+            }
+            Err(why) => {
+                *refused = Some((seen, why.clone()));
+                Err(Recover::Failed(why))
+            }
+        }
     }
 
     /// Enterprise-managed authorization: the ID token for an ID-JAG at the IdP, then the
@@ -155,18 +188,25 @@ impl OAuth {
             ));
         };
         rec.client = self.static_record();
-        exchange::enterprise(
+        let id_token = idp
+            .id_token
+            .read("the ID token")
+            .await
+            .map_err(Recover::Failed)?;
+        let seen = self.not_refused(&id_token)?;
+        let r = exchange::enterprise(
             &self.grant_fetch(rec),
             &self.fetch,
             &found.server,
             &self.settings.client,
             idp,
+            &id_token,
             &rec.resource,
             scope,
             &self.settings.login.params,
         )
-        .await
-        .map_err(Recover::Failed)
+        .await;
+        self.remember_refusal(seen, r)
     }
 
     /// The static client's id as the login file keeps it (its secret or key stays in its file).

@@ -144,6 +144,9 @@ pub struct OAuth {
     dpop_key: Mutex<Option<Arc<dpop::Key>>>,
     as_nonce: Arc<dpop::Nonce>,
     rs_nonce: dpop::Nonce,
+    /// The last assertion (workload JWT or ID token; its SHA-256) the grant refused, and why:
+    /// it is not presented again (SEP-1933), only a new one is.
+    refused: Mutex<Option<(String, String)>>,
 }
 
 impl std::fmt::Debug for OAuth {
@@ -234,6 +237,7 @@ impl OAuth {
             dpop_key: Mutex::new(None),
             as_nonce: Arc::default(),
             rs_nonce: dpop::Nonce::default(),
+            refused: Mutex::new(None),
         })
     }
 
@@ -538,6 +542,7 @@ impl OAuth {
             resource: r.resource.clone(),
             server: r.auth_server.clone(),
             scope: None,
+            resource_dpop: r.dpop_key.is_some(),
         })
     }
 
@@ -571,11 +576,10 @@ impl OAuth {
         // A login that proves possession (RFC 9449 §5) keeps the key of the login file, which
         // the token still in use is bound to; the first such login (or one whose key is
         // unreadable) makes a new one.
-        if self
-            .settings
-            .dpop
-            .wanted(&found.server.dpop_signing_alg_values_supported)
-        {
+        if self.settings.dpop.wanted(
+            &found.server.dpop_signing_alg_values_supported,
+            found.resource_dpop,
+        ) {
             let stored = self
                 .record
                 .lock()

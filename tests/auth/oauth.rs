@@ -92,7 +92,22 @@ struct AsState {
     /// RFC 9207: advertise `authorization_response_iss_parameter_supported` and send this
     /// `iss` in the authorization response (None: neither; Some(None): advertised, not sent).
     iss: Mutex<Option<Option<String>>>,
+    /// The JWT-bearer grant ([`grants`]): the assertions it takes, every one presented, and
+    /// the error it answers with instead (None: a token for a known assertion).
+    assertions_ok: Mutex<Vec<String>>,
+    assertions: Mutex<Vec<String>>,
+    assertion_error: Mutex<Option<String>>,
+    /// SEP-990: the ID token the IdP at `/idp` takes, and every token exchange it got.
+    id_token: Mutex<String>,
+    exchanges: Mutex<Vec<HashMap<String, String>>>,
+    /// Advertise DPoP (`dpop_signing_alg_values_supported`), and the path of every request
+    /// that carried a `DPoP` proof.
+    dpop_algs: AtomicBool,
+    dpop_seen: Mutex<Vec<String>>,
 }
+
+#[path = "oauth_grants.rs"]
+mod grants;
 
 struct AuthServer {
     state: Arc<AsState>,
@@ -140,6 +155,9 @@ impl AuthServer {
                                     .and_then(|v| v.to_str().ok())
                                     .unwrap_or("")
                                     .to_owned();
+                                if req.headers().contains_key("dpop") {
+                                    st.dpop_seen.lock().unwrap().push(path.clone());
+                                }
                                 let upstream = st.upstream.lock().unwrap().clone();
                                 if let Some(up) = upstream.filter(|_| path == "/mcp") {
                                     return Ok(proxy(&st, &up, req).await);
@@ -354,6 +372,9 @@ fn answer(
             if st.iss.lock().unwrap().is_some() {
                 meta["authorization_response_iss_parameter_supported"] = json!(true);
             }
+            if st.dpop_algs.load(Ordering::SeqCst) {
+                meta["dpop_signing_alg_values_supported"] = json!(["ES256", "RS256"]);
+            }
             reply(200, meta)
         }
         "/register" => {
@@ -483,6 +504,7 @@ fn answer(
                         }
                     }
                 }
+                grants::JWT_BEARER => grants::jwt_bearer(st, key, authz, &f),
                 "client_credentials" => match client_auth(st, authz, &f) {
                     Ok(how) => {
                         st.cc_auth.lock().unwrap().push(how);
@@ -520,6 +542,12 @@ fn answer(
                        "expires_in": 120, "interval": 1}),
             )
         }
+        "/idp/token" => grants::token_exchange(st, authz, &form(body)),
+        "/idp/.well-known/openid-configuration" => reply(
+            200,
+            json!({"issuer": format!("{}/idp", st.base),
+                   "token_endpoint": format!("{}/idp/token", st.base)}),
+        ),
         _ => (404, vec![], String::new()),
     }
 }
