@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# Run the official MCP conformance suite's client authorization scenarios (npm
-# @modelcontextprotocol/conformance, CLIENT mode: `client --command … --scenario auth/…`) against
-# `mcp-bridge connect`: for each scenario the suite starts its test MCP server and authorization
+# Run the official MCP conformance suite's client scenarios (npm @modelcontextprotocol/conformance,
+# CLIENT mode: `client --command … --scenario …`) against `mcp-bridge connect`, each once behind
+# a 2025 host and once behind a 2026 host (CONFORMANCE_HOST_ERAS). Two sets:
+# CONFORMANCE_CLIENT_SET=auth (the default: the authorization scenarios, below) and `core` (the
+# others, each at every revision the suite names for it, played by
+# tests/interop/conformance_client_host.py the way the suite's everything-client plays them).
+# For an auth scenario the suite starts its test MCP server and authorization
 # server and runs tests/interop/conformance_auth_host.py, a stdio host that spawns
 # `mcp-bridge connect URL` with a fresh --oauth-dir and BROWSER=tests/interop/oauth_browser.py
 # (which follows the authorization redirect to the loopback callback), then initializes, lists
@@ -16,8 +20,11 @@
 #   CONFORMANCE_RESULTS_DIR where results go (default: target/conformance-client-auth/<time>);
 #                           per scenario: output.txt (the suite's), */*/checks.json, stdout.txt
 #                           (the host's steps), stderr.txt (connect's log, the browser's hops)
-#   CONFORMANCE_AUTH_SCENARIOS    space-separated subset to run (default: all of the version's
-#                           list below: 22 at 0.1.16, 33 at 0.2.0-alpha.12)
+#   CONFORMANCE_AUTH_SCENARIOS    space-separated subset to run, entries `scenario[@revision]#era`
+#                           (default: all of the set's and version's list below, times the host
+#                           eras: auth 44 at 0.1.16 and 66 at 0.2.0-alpha.12, core 8 and 30)
+#   CONFORMANCE_CLIENT_SET  auth (default) or core
+#   CONFORMANCE_HOST_ERAS   the hosts' eras, space-separated (default: "2025 2026")
 #   CONFORMANCE_AUTH_EXPECTED_FAIL
 #                           replaces the EXPECTED_FAIL list below: entries `scenario reason…`,
 #                           one per line or separated by `;` (set but empty: expect nothing)
@@ -37,7 +44,8 @@
 # neither way; one that passes is printed as `XPASS … now passing: remove from EXPECTED_FAIL`
 # and counted as passed. Exit status 0 unless an unexpected scenario failed (or set-up failed)
 # or fewer scenarios were counted than expected: one per requested scenario not in EXPECTED_FAIL
-# (`expected: N checks`: 22 at 0.1.16, 33 at 0.2.0-alpha.12: none is expected to fail). Closing line: `N passed, M failed` (summed by .ci/run).
+# (`expected: N checks`: auth 44 at 0.1.16, 66 at 0.2.0-alpha.12; core 8 and 30: none is
+# expected to fail; an EXPECTED_FAIL entry names `scenario[@revision]`, or one host era with `#era`). Closing line: `N passed, M failed` (summed by .ci/run).
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" conformance-client-auth || exit 2
@@ -83,6 +91,39 @@ case "$SUITE_VERSION" in
   ;;
 esac
 
+# The client scenarios that are not about authorization (CONFORMANCE_CLIENT_SET=core), each
+# at every revision `conformance list --client` names for it (`scenario@revision`); their host
+# is tests/interop/conformance_client_host.py. Not run: the skills extension (sep-2640-*),
+# which checks a host's handling of skills (loading on demand, verifying the digest, size and
+# frontmatter of what it reads): connect carries skills/list and resources/read unchanged.
+if [ "${CONFORMANCE_CLIENT_SET:-auth}" = core ]; then
+  case "$SUITE_VERSION" in
+  0.1.*)
+    AUTH_SCENARIOS=(initialize tools_call elicitation-sep1034-client-defaults sse-retry)
+    ;;
+  *)
+    AUTH_SCENARIOS=(
+      initialize@2025-06-18 initialize@2025-11-25
+      tools_call@2025-06-18 tools_call@2025-11-25 tools_call@2026-07-28
+      elicitation-sep1034-client-defaults@2025-11-25 sse-retry@2025-11-25
+      request-metadata@2026-07-28 sep-2322-client-request-state@2026-07-28
+      http-standard-headers@2026-07-28 http-custom-headers@2026-07-28
+      http-invalid-tool-headers@2026-07-28 json-schema-ref-no-deref@2026-07-28
+      json-schema-2020-12-preservation@2025-11-25 json-schema-2020-12-preservation@2026-07-28
+    )
+    ;;
+  esac
+  EXPECTED_FAIL_DEFAULT=''
+fi
+# Every scenario once per host era (`#2025`, `#2026`): a 2025 host (initialize) and a 2026 one
+# (`_meta` on every request) in front of the same connect get the same verdicts.
+read -r -a HOST_ERAS <<<"${CONFORMANCE_HOST_ERAS:-2025 2026}"
+with_eras=()
+for s in "${AUTH_SCENARIOS[@]}"; do
+  for e in "${HOST_ERAS[@]}"; do with_eras+=("$s#$e"); done
+done
+AUTH_SCENARIOS=("${with_eras[@]}")
+
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 2
 
@@ -97,6 +138,7 @@ RESULTS="${CONFORMANCE_RESULTS_DIR:-$REPO/target/conformance-client-auth/$STAMP}
 JOBS="${CONFORMANCE_AUTH_JOBS:-4}"
 TIMEOUT_MS="${CONFORMANCE_AUTH_TIMEOUT_MS:-45000}"
 HOST="$REPO/tests/interop/conformance_auth_host.py"
+[ "${CONFORMANCE_CLIENT_SET:-auth}" = core ] && HOST="$REPO/tests/interop/conformance_client_host.py"
 
 if [ -n "${CONFORMANCE_AUTH_SCENARIOS:-}" ]; then
   read -r -a SCENARIOS <<<"$CONFORMANCE_AUTH_SCENARIOS"
@@ -108,7 +150,7 @@ fi
 expected=0
 for s in "${SCENARIOS[@]}"; do
   printf '%s\n' "${CONFORMANCE_AUTH_EXPECTED_FAIL-$EXPECTED_FAIL_DEFAULT}" | tr ';' '\n' |
-    awk '{ print $1 }' | grep -qxF -- "$s" || expected=$((expected + 1))
+    awk '{ print $1 }' | grep -qxF -e "$s" -e "${s%%#*}" || expected=$((expected + 1))
 done
 ci_expect "$expected"
 
@@ -139,12 +181,16 @@ export MCP_BRIDGE_BIN="$BIN"
 export CONFORMANCE_AUTH_HOST_TIMEOUT=$(((TIMEOUT_MS - 8000) / 1000))
 export CONFORMANCE_AUTH_OAUTH_TIMEOUT="${CONFORMANCE_AUTH_OAUTH_TIMEOUT:-20s}"
 
+# One entry: `scenario[@revision]#host-era`.
 run_one() {
-  local s="$1" out="$RESULTS/${1//\//_}" rc t0
+  local s="$1" out rc t0 name era rev=()
+  out="$RESULTS/$(printf '%s' "$1" | tr '/@#' '___')"
+  name="${s%%#*}" era="${s##*#}"
+  case "$name" in *@*) rev=(--spec-version "${name#*@}") name="${name%%@*}" ;; esac
   mkdir -p "$out"
   t0=$SECONDS
-  timeout --kill-after=10 $((TIMEOUT_MS / 1000 + 30)) \
-    "$NODE" "$SUITE_JS" client --command "$PYTHON $HOST" --scenario "$s" \
+  CONFORMANCE_HOST_ERA="$era" timeout --kill-after=10 $((TIMEOUT_MS / 1000 + 30)) \
+    "$NODE" "$SUITE_JS" client --command "$PYTHON $HOST" --scenario "$name" "${rev[@]}" \
     --timeout "$TIMEOUT_MS" -o "$out" >"$out/output.txt" 2>&1
   rc=$?
   echo "$s $rc $((SECONDS - t0))" >"$out/exit-code.txt"
@@ -179,11 +225,16 @@ for line in open(os.path.join(results, "expected-fail.txt"), encoding="utf-8"):
         name, _, reason = line.partition(" ")
         expected[name] = reason.strip() or "(no reason given)"
 
+# An entry is expected to fail when named with its host era or without it (both eras).
+for s in list(scenarios):
+    base = s.split("#")[0]
+    if s not in expected and base in expected:
+        expected[s] = expected[base]
 passed = failed = xfail = 0
 now_passing = []
-print("\n=== MCP conformance: client authorization scenarios (client mode) via a host spawning mcp-bridge connect ===")
+print("\n=== MCP conformance: client scenarios (client mode) via a host spawning mcp-bridge connect (scenario[@revision]#host era) ===")
 for s in scenarios:
-    d = os.path.join(results, s.replace("/", "_"))
+    d = os.path.join(results, s.replace("/", "_").replace("@", "_").replace("#", "_"))
     try:
         _, rc, secs = open(os.path.join(d, "exit-code.txt")).read().split()
         rc, secs = int(rc), int(secs)
@@ -228,7 +279,7 @@ for s in scenarios:
     else:
         verdict = "FAIL"
         failed += 1
-    print("\n%-5s %-42s %d ok, %d failed, %d warnings  (%ds)" % (verdict, s, n["SUCCESS"], n["FAILURE"], n["WARNING"], secs))
+    print("\n%-5s %-60s %d ok, %d failed, %d warnings  (%ds)" % (verdict, s, n["SUCCESS"], n["FAILURE"], n["WARNING"], secs))
     if verdict == "XFAIL":
         print("      expected failure (%s)" % expected[s])
     if verdict == "XPASS":
@@ -267,7 +318,9 @@ for s in scenarios:
             pass
 
 print()
-for s in sorted(set(expected) - set(os.environ.get("AUTH_ALL", "").split())):
+known = set(os.environ.get("AUTH_ALL", "").split())
+known |= {k.split("#")[0] for k in known}
+for s in sorted(set(expected) - known):
     print("note: EXPECTED_FAIL names %s, which is not one of this script's scenarios" % s)
 if now_passing:
     print("NOW PASSING (remove from EXPECTED_FAIL in .ci/conformance-client-auth.sh): " + " ".join(now_passing))

@@ -11,7 +11,9 @@ This host spawns `$MCP_BRIDGE_BIN connect URL` (default `mcp-bridge` on PATH) th
 app would, with a fresh `--oauth-dir` and `BROWSER` set to tests/interop/oauth_browser.py (which
 follows the authorization redirect to the loopback callback, as a user who approves would), and
 speaks MCP over the bridge's stdin/stdout, one JSON message per line: initialize,
-notifications/initialized, tools/list, tools/call of the first tool, then it closes stdin. The
+notifications/initialized, tools/list, tools/call of the first tool, then it closes stdin. With
+CONFORMANCE_HOST_ERA=2026 it is a 2026-07-28 host instead: no initialize, `_meta` on each
+request (connect translates for a 2025 server either way). The
 login happens inside the bridge when the remote first answers 401.
 
 The scenario context is mapped onto connect's flags: `client_id` -> `--oauth-client-id`,
@@ -134,26 +136,40 @@ def brief(msg: dict) -> str:
     return json.dumps(msg.get("error") if "error" in msg else msg.get("result"))[:600]
 
 
-def run(host: Host) -> None:
-    res = host.request(1, "initialize", {
-        "protocolVersion": PROTOCOL,
-        "capabilities": {},
-        "clientInfo": {"name": "mcp-bridge-conformance-auth-host", "version": "1.0.0"},
-    })
-    ok = "result" in res
-    host.report(ok, "initialize", brief(res))
-    if not ok:
-        return
-    host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+def meta(params: dict) -> dict:
+    """`params` as a 2026 host sends them: with `_meta` naming the revision, the client's
+    capabilities and info (no `initialize` comes first)."""
+    return {**params, "_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "mcp-bridge-conformance-auth-host",
+                                               "version": "1.0.0"},
+    }}
 
-    res = host.request(2, "tools/list", {})
+
+def run(host: Host) -> None:
+    modern = os.environ.get("CONFORMANCE_HOST_ERA") == "2026"
+    wrap = meta if modern else (lambda p: p)
+    if not modern:
+        res = host.request(1, "initialize", {
+            "protocolVersion": PROTOCOL,
+            "capabilities": {},
+            "clientInfo": {"name": "mcp-bridge-conformance-auth-host", "version": "1.0.0"},
+        })
+        ok = "result" in res
+        host.report(ok, "initialize", brief(res))
+        if not ok:
+            return
+        host.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    res = host.request(2, "tools/list", wrap({}))
     tools = [t.get("name") for t in (res.get("result") or {}).get("tools", [])]
     ok = "result" in res
     host.report(ok, "tools/list", f"tools={tools}" if ok else brief(res))
     if not ok or not tools:
         return
 
-    res = host.request(3, "tools/call", {"name": tools[0], "arguments": {}})
+    res = host.request(3, "tools/call", wrap({"name": tools[0], "arguments": {}}))
     ok = "result" in res and not res["result"].get("isError")
     host.report(ok, f"tools/call {tools[0]}", brief(res))
 

@@ -73,6 +73,14 @@ impl Face {
                     .await
             }
             ev @ CallEvent::ServerRequest { .. } => {
+                let ev = if modern_host {
+                    match self.claim_server_request(ev) {
+                        Ok(()) => return,
+                        Err(ev) => ev,
+                    }
+                } else {
+                    ev
+                };
                 let who = Who {
                     modern: modern_host,
                     ..Who::default()
@@ -170,10 +178,14 @@ impl Face {
         remote_id: Box<RawValue>,
         method: &str,
     ) {
-        warn!("the 2025 remote sent {method} to a 2026 host: refused (not supported yet)");
+        warn!(
+            "the 2025 remote sent {method} to a 2026 host outside a call that could ask it \
+             (none, or more than one, is running): refused"
+        );
         let err = jsonrpc::raw(&jsonrpc::error_object(
             code::METHOD_NOT_FOUND,
-            "the client (a 2026-era host behind mcp-bridge) cannot answer server requests",
+            "the client (a 2026-era host behind mcp-bridge) can answer a server request only \
+             within the one tools/call, prompts/get or resources/read it is for",
             None,
         ));
         self.respond_upstream(&remote_id, None, Some(&err));

@@ -217,6 +217,10 @@ struct Face {
     parked_requests: Mutex<HashMap<String, u64>>,
     /// How long a parked call waits for the host's retry (`--park-timeout`).
     park_ttl: Duration,
+    /// A 2026 host's calls that may park, by host request id: where a 2025 remote's server
+    /// request from its GET stream (which names no call) goes when exactly one such call is
+    /// running, the rule untargeted log messages follow too (at most one per call in flight).
+    askable: Mutex<HashMap<String, mpsc::Sender<CallEvent>>>,
     tracker: TaskTracker,
     obs: Meter,
 }
@@ -324,6 +328,7 @@ impl Face {
             parked: ParkStore::new(MAX_PARKED),
             parked_requests: Mutex::new(HashMap::new()),
             park_ttl,
+            askable: Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
             obs,
         })

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
-use tokio::sync::oneshot;
+use tokio::sync::{mpsc, oneshot};
 use tracing::{debug, info};
 
 use super::{
@@ -21,6 +21,21 @@ use crate::error::BridgeError;
 
 /// How long a host's retry waits for its call to be resumable (a remote resumes at once).
 const RESUME_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Room for a 2025 remote's GET-stream requests on their way to the one call they are for.
+const ASKS: usize = 8;
+
+/// A parkable call's entry in `Face::askable`, removed when its `follow` ends.
+struct Askable<'a> {
+    face: &'a Face,
+    id: String,
+}
+
+impl Drop for Askable<'_> {
+    fn drop(&mut self) {
+        lock(&self.face.askable).remove(&self.id);
+    }
+}
 use crate::core::meter::Tracked;
 use crate::era::rounds::{self, RoundsFace, Waited};
 use crate::jsonrpc::{self, code, Fields};
@@ -123,11 +138,22 @@ impl Face {
             Event(CallEvent),
             Done(Outcome),
         }
+        // A call that may park also takes the remote's requests that came on the GET stream
+        // while it was the only such call (`Face::claim_server_request`).
+        let (ask_tx, mut asks) = mpsc::channel(ASKS);
+        let _askable = park.is_some().then(|| {
+            lock(&self.askable).insert(id.to_owned(), ask_tx);
+            Askable {
+                face: self,
+                id: id.to_owned(),
+            }
+        });
         let outcome = loop {
             let step = tokio::select! {
                 biased;
                 _ = stop.cancelled() => Step::Cancelled,
                 Some(ev) = r.events.recv() => Step::Event(ev),
+                Some(ev) = asks.recv() => Step::Event(ev),
                 o = &mut r.outcome => Step::Done(o.unwrap_or_else(|_| {
                     refused(code::INTERNAL_ERROR, "internal: the call ended without an answer")
                 })),
@@ -210,6 +236,17 @@ impl Face {
             self.remember_park(id, park_id);
         }
         Ok(Outcome::Result(jsonrpc::raw(&body)))
+    }
+
+    /// A 2025 remote's request from its GET stream, for a 2026 host: to the one call of the
+    /// host that may park, if exactly one is running (Err: none or several, or it is full).
+    pub(super) fn claim_server_request(&self, ev: CallEvent) -> Result<(), CallEvent> {
+        let g = lock(&self.askable);
+        let mut calls = g.values();
+        match (calls.next(), calls.next()) {
+            (Some(tx), None) => tx.try_send(ev).map_err(|e| e.into_inner()),
+            _ => Err(ev),
+        }
     }
 
     /// The host's request `id` was answered `input_required` for parked call `park_id`.
