@@ -22,7 +22,7 @@
 #                           (the host's steps), stderr.txt (connect's log, the browser's hops)
 #   CONFORMANCE_AUTH_SCENARIOS    space-separated subset to run, entries `scenario[@revision]#era`
 #                           (default: all of the set's and version's list below, times the host
-#                           eras: auth 44 at 0.1.16 and 66 at 0.2.0-alpha.12, core 8 and 30)
+#                           eras: auth 44 at 0.1.16 and 100 at 0.2.0-alpha.12, core 8 and 30)
 #   CONFORMANCE_CLIENT_SET  auth (default) or core
 #   CONFORMANCE_HOST_ERAS   the hosts' eras, space-separated (default: "2025 2026")
 #   CONFORMANCE_AUTH_EXPECTED_FAIL
@@ -44,7 +44,7 @@
 # neither way; one that passes is printed as `XPASS … now passing: remove from EXPECTED_FAIL`
 # and counted as passed. Exit status 0 unless an unexpected scenario failed (or set-up failed)
 # or fewer scenarios were counted than expected: one per requested scenario not in EXPECTED_FAIL
-# (`expected: N checks`: auth 44 at 0.1.16, 66 at 0.2.0-alpha.12; core 8 and 30: none is
+# (`expected: N checks`: auth 44 at 0.1.16, 100 at 0.2.0-alpha.12; core 8 and 30: none is
 # expected to fail; an EXPECTED_FAIL entry names `scenario[@revision]`, or one host era with `#era`). Closing line: `N passed, M failed` (summed by .ci/run).
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
@@ -70,20 +70,34 @@ case "$SUITE_VERSION" in
   EXPECTED_FAIL_DEFAULT=''
   ;;
 *)
-  # 0.2.x: every auth scenario of `conformance list --client` (the 2026-07-28 requirement set
-  # and the extensions), 33 at 0.2.0-alpha.12.
+  # 0.2.x: every auth scenario of `conformance list --client` (33 at 0.2.0-alpha.12), each at
+  # every revision it names (`@revision`; the extensions at none): 50 entries.
   AUTH_SCENARIOS=(
-    auth/metadata-default auth/metadata-var1 auth/metadata-var2 auth/metadata-var3
-    auth/basic-cimd
-    auth/scope-from-www-authenticate auth/scope-from-scopes-supported
-    auth/scope-omitted-when-undefined auth/scope-step-up auth/scope-retry-limit
-    auth/token-endpoint-auth-basic auth/token-endpoint-auth-post auth/token-endpoint-auth-none
-    auth/pre-registration
-    auth/2025-03-26-oauth-metadata-backcompat auth/2025-03-26-oauth-endpoint-fallback
-    auth/resource-mismatch auth/offline-access-scope auth/offline-access-not-supported
-    auth/authorization-server-migration
-    auth/iss-supported auth/iss-not-advertised auth/iss-supported-missing auth/iss-wrong-issuer
-    auth/iss-unexpected auth/iss-normalized auth/metadata-issuer-mismatch
+    auth/metadata-default@2025-11-25 auth/metadata-default@2026-07-28
+    auth/metadata-var1@2025-11-25 auth/metadata-var1@2026-07-28
+    auth/metadata-var2@2025-11-25 auth/metadata-var2@2026-07-28
+    auth/metadata-var3@2025-11-25 auth/metadata-var3@2026-07-28
+    auth/basic-cimd@2025-11-25 auth/basic-cimd@2026-07-28
+    auth/scope-from-www-authenticate@2025-11-25 auth/scope-from-www-authenticate@2026-07-28
+    auth/scope-from-scopes-supported@2025-11-25 auth/scope-from-scopes-supported@2026-07-28
+    auth/scope-omitted-when-undefined@2025-11-25 auth/scope-omitted-when-undefined@2026-07-28
+    auth/scope-step-up@2025-11-25 auth/scope-step-up@2026-07-28
+    auth/scope-retry-limit@2025-11-25 auth/scope-retry-limit@2026-07-28
+    auth/token-endpoint-auth-basic@2025-06-18 auth/token-endpoint-auth-basic@2025-11-25
+    auth/token-endpoint-auth-basic@2026-07-28
+    auth/token-endpoint-auth-post@2025-06-18 auth/token-endpoint-auth-post@2025-11-25
+    auth/token-endpoint-auth-post@2026-07-28
+    auth/token-endpoint-auth-none@2025-06-18 auth/token-endpoint-auth-none@2025-11-25
+    auth/token-endpoint-auth-none@2026-07-28
+    auth/pre-registration@2025-11-25 auth/pre-registration@2026-07-28
+    auth/2025-03-26-oauth-metadata-backcompat@2025-03-26
+    auth/2025-03-26-oauth-endpoint-fallback@2025-03-26
+    auth/resource-mismatch@2026-07-28 auth/offline-access-scope@2026-07-28
+    auth/offline-access-not-supported@2026-07-28 auth/authorization-server-migration@2026-07-28
+    auth/iss-supported@2026-07-28 auth/iss-not-advertised@2026-07-28
+    auth/iss-supported-missing@2026-07-28 auth/iss-wrong-issuer@2026-07-28
+    auth/iss-unexpected@2026-07-28 auth/iss-normalized@2026-07-28
+    auth/metadata-issuer-mismatch@2026-07-28
     auth/client-credentials-jwt auth/client-credentials-basic
     auth/enterprise-managed-authorization auth/dpop auth/dpop-nonce auth/wif-jwt-bearer
   )
