@@ -10,6 +10,7 @@
 mod support;
 
 mod connect;
+mod connect_get_stream;
 mod core_matrix;
 mod era_matrix;
 mod modern_http;
