@@ -31,8 +31,8 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-oidc || exit 2
-# A passing run's count (2026-12-06: 16 checks, a to h plus the leak check).
-ci_expect 16
+# A passing run's count (2026-12-06: 18 checks, a to h, DPoP, the leak check).
+ci_expect 18
 
 OIDC_PROVIDER_VERSION=9.13.3
 # Checks expected to fail for now, `id reason`. Remove an entry when it prints XPASS.
@@ -179,6 +179,12 @@ check a-login "$ok" "$(brief a); browser runs $(runs); grants $(grants "$t"); re
 n_ref="$(ev "sum(1 for e in E if e['kind']=='token' and e['grant_type']=='refresh_token')" "$t")"
 ok=0; [ "$n_ref" = 0 ] && ok=1
 check a-refresh-margin "$ok" "access tokens live ${TTL}s: $n_ref refresh grant(s) in a run of one call (a short-lived token is refreshed a quarter of its life ahead, not a minute ahead before every request)"
+# DPoP (RFC 9449): serve's metadata lists ES256 and so does the provider, so connect proves
+# the token request with its login's key and gets a bound token (token_type DPoP), which
+# serve then takes only with a proof by that key on every request.
+ok=0
+[ "$(ev "[(e.get('token_type'), e.get('dpop_proof')) for e in E if e['kind']=='token' and e['status']==200]" "$t")" = "[('DPoP', True)]" ] && ok=1
+check a-dpop "$ok" "token answers (token_type, proof sent): $(ev "[(e.get('token_type'), e.get('dpop_proof')) for e in E if e['kind']=='token']" "$t")"
 
 # ---------------------------------------------------------------- b: reuse
 t="$(now)"
@@ -289,6 +295,9 @@ fi
 n_tok="$(wc -l <"$TOKENS" | tr -d ' ')"
 cut -d' ' -f2 "$TOKENS" | sort -u >"$WORK/token-values"
 leaks="$(cat "$WORK"/*.out "$WORK"/*.err 2>/dev/null | grep -cFf "$WORK/token-values")"
+ok=0
+[ "$(ev "all(e.get('token_type')=='DPoP' and e.get('dpop_proof') for e in E if e['kind']=='token' and e['status']==200) and any(e['kind']=='token' for e in E)")" = True ] && ok=1
+check dpop-every-grant "$ok" "every token the provider issued in the run was DPoP-bound and asked for with a proof (code, refresh, device, client credentials): $(ev "sorted({(e['grant_type'].split(':')[-1], e.get('token_type')) for e in E if e['kind']=='token' and e['status']==200})")"
 check no-token-leak "$([ "$n_tok" -gt 0 ] && [ "$leaks" = 0 ] && echo 1 || echo 0)" "$n_tok tokens issued; lines of connect / auth output (stdout + stderr of every run) holding one: $leaks"
 
 if [ "$CI_FAILED" -ne 0 ]; then

@@ -30,6 +30,7 @@ const ALLOW_HEADERS: &[&str] = &[
     "mcp-method",
     "mcp-name",
     "last-event-id",
+    "dpop",
 ];
 const ALLOW_METHODS: &str = "GET, POST, DELETE, OPTIONS";
 const EXPOSE_HEADERS: &str = "Mcp-Session-Id, MCP-Protocol-Version, WWW-Authenticate";
@@ -119,7 +120,8 @@ async fn check<B>(auth: &Auth, req: &Request<B>) -> Result<Caller, Refusal> {
         )
     })?;
     let (scheme, token) = s.trim().split_once(' ').unwrap_or((s, ""));
-    if !scheme.eq_ignore_ascii_case("bearer") {
+    let dpop = scheme.eq_ignore_ascii_case("dpop") && auth.takes_dpop();
+    if !scheme.eq_ignore_ascii_case("bearer") && !dpop {
         return Err(Refusal::new(
             "scheme",
             Some("invalid_request"),
@@ -130,16 +132,40 @@ async fn check<B>(auth: &Auth, req: &Request<B>) -> Result<Caller, Refusal> {
     if token.is_empty() {
         return Err(Refusal::new("missing", None, "Authorization required"));
     }
-    auth.verify(token).await
+    if !dpop {
+        return auth.verify(token, None).await;
+    }
+    let mut proofs = req.headers().get_all("dpop").iter();
+    let (Some(p), None) = (proofs.next(), proofs.next()) else {
+        return Err(Refusal::new(
+            "dpop_proof",
+            Some("invalid_dpop_proof"),
+            "Send exactly one DPoP proof with a DPoP-bound token",
+        ));
+    };
+    let proof = p.to_str().map_err(|_| {
+        Refusal::new(
+            "dpop_proof",
+            Some("invalid_dpop_proof"),
+            "Malformed DPoP header",
+        )
+    })?;
+    auth.verify(token, Some((proof, req.method().as_str())))
+        .await
 }
 
 fn quoted(s: &str) -> String {
     s.replace('\\', "\\\\").replace('"', "\\\"")
 }
 
-/// The `WWW-Authenticate` value for a refusal (RFC 6750 §3, MCP authorization).
+/// The `WWW-Authenticate` value for a refusal (RFC 6750 §3, MCP authorization); a refused
+/// DPoP proof is challenged with the `DPoP` scheme and its algorithms (RFC 9449 §7.1).
 pub fn challenge(auth: &Auth, r: &Refusal) -> String {
+    let dpop = r.error == Some("invalid_dpop_proof");
     let mut parts: Vec<String> = Vec::new();
+    if dpop {
+        parts.push(format!("algs=\"{}\"", super::dpop::ALGS.join(" ")));
+    }
     if let Some(e) = r.error {
         parts.push(format!("error=\"{e}\""));
         parts.push(format!("error_description=\"{}\"", quoted(r.description)));
@@ -150,10 +176,11 @@ pub fn challenge(auth: &Auth, r: &Refusal) -> String {
     if !auth.scopes.is_empty() {
         parts.push(format!("scope=\"{}\"", quoted(&auth.scopes.join(" "))));
     }
+    let scheme = if dpop { "DPoP" } else { "Bearer" };
     if parts.is_empty() {
-        "Bearer".into()
+        scheme.into()
     } else {
-        format!("Bearer {}", parts.join(", "))
+        format!("{scheme} {}", parts.join(", "))
     }
 }
 

@@ -21,6 +21,7 @@
 //! (which may include a port picked by the OS) is known.
 
 pub mod bearer;
+pub mod dpop;
 pub mod fetch;
 pub mod http;
 pub mod jwt;
@@ -338,7 +339,12 @@ impl Prepared {
         let metadata = if servers.is_empty() {
             None
         } else {
-            Some(Metadata::new(&resource, &servers, &a.required_scope)?)
+            Some(Metadata::new(
+                &resource,
+                &servers,
+                &a.required_scope,
+                a.auth == AuthMode::Jwt,
+            )?)
         };
         if metadata.is_none() && a.auth == AuthMode::Jwt {
             warn!("no --authorization-server or --issuer: protected-resource metadata is not published");
@@ -389,6 +395,7 @@ impl Prepared {
             resource,
             metadata,
             scopes: a.required_scope.clone(),
+            proofs: dpop::Proofs::default(),
         })))
     }
 }
@@ -422,7 +429,13 @@ pub struct Metadata {
 pub const WELL_KNOWN: &str = "/.well-known/oauth-protected-resource";
 
 impl Metadata {
-    fn new(resource: &str, servers: &[String], scopes: &[String]) -> Result<Self, String> {
+    /// With `dpop`, the document says DPoP-bound tokens are taken (RFC 9728 §2).
+    fn new(
+        resource: &str,
+        servers: &[String],
+        scopes: &[String],
+        dpop: bool,
+    ) -> Result<Self, String> {
         let uri: ::http::Uri = resource
             .parse()
             .map_err(|e| format!("resource URL {resource:?}: {e}"))?;
@@ -439,6 +452,9 @@ impl Metadata {
         });
         if !scopes.is_empty() {
             doc["scopes_supported"] = serde_json::json!(scopes);
+        }
+        if dpop {
+            doc["dpop_signing_alg_values_supported"] = serde_json::json!(dpop::ALGS);
         }
         Ok(Metadata {
             url,
@@ -492,6 +508,8 @@ pub struct Auth {
     pub resource: String,
     pub metadata: Option<Metadata>,
     pub scopes: Vec<String>,
+    /// The DPoP proofs seen lately (JWT mode: tokens may be bound to a key, RFC 9449).
+    pub proofs: dpop::Proofs,
 }
 
 impl std::fmt::Debug for Auth {
@@ -544,9 +562,25 @@ impl Refusal {
 pub const DEMAND_REFRESH_WAIT: Duration = Duration::from_secs(5);
 
 impl Auth {
-    /// Check one presented token (already taken out of the `Authorization` header).
-    pub async fn verify(&self, token: &str) -> Result<Caller, Refusal> {
+    /// Does this endpoint take `Authorization: DPoP` (JWT mode)?
+    pub fn takes_dpop(&self) -> bool {
+        matches!(self.check, Check::Jwt(_))
+    }
+
+    /// Check one presented token (already taken out of the `Authorization` header) and, for
+    /// the DPoP scheme, its `proof` and the request's `method`: a bound token needs a proof
+    /// by its key, and a proof needs a bound token.
+    pub async fn verify(
+        &self,
+        token: &str,
+        proof: Option<(&str, &str)>,
+    ) -> Result<Caller, Refusal> {
         match &self.check {
+            Check::Bearer(_) if proof.is_some() => Err(Refusal::new(
+                "scheme",
+                Some("invalid_request"),
+                "Use the Bearer authentication scheme",
+            )),
             Check::Bearer(set) => match set.verify(token) {
                 Some(name) => Ok(Caller {
                     label: name.clone(),
@@ -560,6 +594,7 @@ impl Auth {
             },
             Check::Jwt(v) => {
                 let claims = v.verify(token).await?;
+                self.check_binding(&claims, token, proof)?;
                 let granted = jwt::scopes(&claims);
                 if !self
                     .scopes
@@ -581,6 +616,43 @@ impl Auth {
                     name: Arc::from(sub),
                     label: Arc::from("jwt"),
                 })
+            }
+        }
+    }
+
+    /// RFC 9449 §7: a token bound to a key (`cnf.jkt`) comes with a valid proof by that key.
+    fn check_binding(
+        &self,
+        claims: &serde_json::Value,
+        token: &str,
+        proof: Option<(&str, &str)>,
+    ) -> Result<(), Refusal> {
+        match (dpop::bound_to(claims), proof) {
+            (None, None) => Ok(()),
+            (Some(_), None) => Err(Refusal::new(
+                "dpop_required",
+                Some("invalid_token"),
+                "The access token is DPoP-bound: send it with the DPoP scheme and a proof",
+            )),
+            (None, Some(_)) => Err(Refusal::new(
+                "dpop_unbound",
+                Some("invalid_token"),
+                "The access token is not DPoP-bound: send it with the Bearer scheme",
+            )),
+            (Some(jkt), Some((proof, method))) => {
+                let now = crate::oauth::store::now_secs();
+                let key = self
+                    .proofs
+                    .check(proof, method, &self.resource, token, now)?;
+                if key == jkt {
+                    Ok(())
+                } else {
+                    Err(Refusal::new(
+                        "dpop_binding",
+                        Some("invalid_dpop_proof"),
+                        "The DPoP proof is signed by another key than the token is bound to",
+                    ))
+                }
             }
         }
     }

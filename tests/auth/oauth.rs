@@ -104,6 +104,9 @@ struct AsState {
     /// that carried a `DPoP` proof.
     dpop_algs: AtomicBool,
     dpop_seen: Mutex<Vec<String>>,
+    /// The RFC 7638 thumbprint of the key that proved the token request being answered: the
+    /// token issued is bound to it (`cnf.jkt`, `token_type` DPoP).
+    bind_to: Mutex<Option<String>>,
 }
 
 #[path = "oauth_grants.rs"]
@@ -155,8 +158,10 @@ impl AuthServer {
                                     .and_then(|v| v.to_str().ok())
                                     .unwrap_or("")
                                     .to_owned();
-                                if req.headers().contains_key("dpop") {
+                                if let Some(p) = req.headers().get("dpop") {
                                     st.dpop_seen.lock().unwrap().push(path.clone());
+                                    let jkt = grants::proof_key(p.to_str().unwrap_or(""));
+                                    *st.bind_to.lock().unwrap() = jkt;
                                 }
                                 let upstream = st.upstream.lock().unwrap().clone();
                                 if let Some(up) = upstream.filter(|_| path == "/mcp") {
@@ -252,12 +257,18 @@ fn issue(st: &AsState, key: &TestKey, asked: &str, machine: bool) -> Value {
         })
         .collect();
     let scope = scope.join(" ");
-    let access = key.token(&json!({
+    let mut claims = json!({
         "iss": st.base, "sub": "user-1", "aud": *st.resource.lock().unwrap(),
         "iat": t, "nbf": t - 5, "exp": t + 600, "scope": scope,
-    }));
+    });
+    let bound = st.bind_to.lock().unwrap().take();
+    if let Some(jkt) = &bound {
+        claims["cnf"] = json!({ "jkt": jkt });
+    }
+    let access = key.token(&claims);
     st.issued.lock().unwrap().push(access.clone());
-    let mut doc = json!({"access_token": access, "token_type": "Bearer", "expires_in": 3600,
+    let kind = if bound.is_some() { "DPoP" } else { "Bearer" };
+    let mut doc = json!({"access_token": access, "token_type": kind, "expires_in": 3600,
                          "scope": scope});
     if !machine {
         let refresh = random("rt");

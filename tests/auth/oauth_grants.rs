@@ -7,6 +7,8 @@
 //! checks the tokens it issues.
 
 use super::*;
+use mcp_bridge::oauth::dpop::Key;
+use mcp_bridge::oauth::store::Secret;
 
 pub(super) const JWT_BEARER: &str = "urn:ietf:params:oauth:grant-type:jwt-bearer";
 
@@ -213,14 +215,107 @@ async fn enterprise_login_exchanges_the_id_token_for_an_id_jag() {
     assert_no_server_errors(&w);
 }
 
-/// An authorization server that offers DPoP, in front of a resource (serve) that challenges
-/// with Bearer only and publishes no DPoP algorithms: `--oauth-dpop auto` asks for a plain
-/// Bearer token (no proof at the token endpoint, none to serve) and the call works; a
-/// DPoP-bound token would be refused by such a resource on every request.
+/// The RFC 7638 thumbprint of the `jwk` in a DPoP proof's header (None: not a proof).
+pub(super) fn proof_key(proof: &str) -> Option<String> {
+    let h = proof.split('.').next()?;
+    let header: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(h)
+            .ok()?,
+    )
+    .ok()?;
+    let j = &header["jwk"];
+    let canonical = json!({"crv": j["crv"], "kty": j["kty"], "x": j["x"], "y": j["y"]});
+    let d = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.to_string().as_bytes());
+    Some(b64(d.as_ref()))
+}
+
+/// DPoP end to end: serve (`--auth jwt`) lists ES256 in its resource metadata, the
+/// authorization server too, so connect proves the token request with a key of the login's
+/// and gets a token bound to it (`cnf.jkt`); every request to serve carries the token as
+/// `Authorization: DPoP` with a fresh proof, which serve checks (signature, method, URL, token
+/// hash, key = binding). The same bound token sent as Bearer, or with the DPoP scheme and no
+/// proof, is refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dpop_is_used_only_where_the_resource_takes_it() {
+async fn a_dpop_bound_token_is_proved_on_every_request_and_checked_by_serve() {
     let w = World::start().await;
     let st = &w.auth.state;
+    st.dpop_algs.store(true, Ordering::SeqCst);
+    let jwt = workload_jwt(st, "wl");
+    let file = w.file("workload.jwt", &jwt);
+    let mut h = w.host_with(&["--oauth-jwt-bearer-file", file.as_str()]);
+    for i in 1..=3 {
+        let r = echo(&mut h, i, "bound");
+        assert_eq!(text(&r), "bound", "{r}\n{}", h.log.dump());
+    }
+    assert_eq!(*st.dpop_seen.lock().unwrap(), vec!["/token".to_owned()]);
+    let login = std::fs::read_to_string(w.login_file()).unwrap();
+    assert!(login.contains("dpop_key"), "{login}");
+    let token = st.issued.lock().unwrap().last().cloned().unwrap();
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token.split('.').nth(1).unwrap())
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(claims["cnf"]["jkt"].is_string(), "{claims}");
+    // Requests made here: the bound token with no proof (as Bearer and as DPoP), with a
+    // proof by another key, with a proof by the login's own key (kept in its file), and that
+    // proof again.
+    let own = Key::from_pkcs8(&Secret(
+        serde_json::from_str::<Value>(&login).unwrap()["dpop_key"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+    ))
+    .unwrap();
+    let proof = |k: &Key| k.proof("POST", &w.url, Some(&token), None).unwrap();
+    let stranger = Key::generate().unwrap();
+    let good = proof(&own);
+    let cases = [
+        ("Bearer", None, 401, "invalid_token"),
+        ("DPoP", None, 401, "invalid_dpop_proof"),
+        ("DPoP", Some(proof(&stranger)), 401, "another key"),
+        ("DPoP", Some(good.clone()), 200, ""),
+        ("DPoP", Some(good), 401, "used before"),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    for (scheme, p, status, why) in cases {
+        let mut req = reqwest::Client::new()
+            .post(&w.url)
+            .header("authorization", format!("{scheme} {token}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/list")
+            .body(body.to_string());
+        if let Some(p) = &p {
+            req = req.header("dpop", p);
+        }
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), status, "{scheme} {p:?}");
+        if status == 401 {
+            let c = r.headers()["www-authenticate"].to_str().unwrap().to_owned();
+            assert!(c.contains(why), "{scheme}: {c}");
+        }
+    }
+    assert_quiet(&w, &h, &[]);
+    assert_no_server_errors(&w);
+}
+
+/// An authorization server that offers DPoP, in front of a resource that publishes no
+/// metadata and challenges with Bearer only (a 2025-03-26 server: `serve` behind the
+/// authorization server's origin): `--oauth-dpop auto` asks for a plain Bearer token (no
+/// proof at the token endpoint) and the call works; a DPoP-bound token would be refused by
+/// such a resource on every request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dpop_is_used_only_where_the_resource_takes_it() {
+    let w = World::start_legacy().await;
+    let st = &w.auth.state;
+    st.lax_extra.store(true, Ordering::SeqCst);
+    *st.challenge.lock().unwrap() = Some("Bearer".into());
     st.dpop_algs.store(true, Ordering::SeqCst);
     let jwt = workload_jwt(st, "wl");
     let file = w.file("workload.jwt", &jwt);

@@ -77,6 +77,8 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access', 'mcp:tools', 'mcp:admin'],
   claims: { openid: ['sub'] },
   pkce: { required: () => true },
+  // DPoP (RFC 9449) needs no feature flag in oidc-provider 9: a token request with a proof gets
+  // a token bound to its key (serve checks the proofs).
   features: {
     devInteractions: { enabled: true },
     registration: { enabled: true },
@@ -142,6 +144,8 @@ provider.use(async (ctx, next) => {
       refresh_token: Boolean(body.refresh_token),
       expires_in: body.expires_in,
       auth: ctx.get('authorization') ? ctx.get('authorization').split(' ')[0] : undefined,
+      token_type: body.token_type,
+      dpop_proof: Boolean(ctx.get('dpop')),
     });
   } else if (path === '/reg' && ctx.method === 'POST') {
     event({ kind: 'register', status: ctx.status, client_id: body.client_id, application_type: body.application_type,
