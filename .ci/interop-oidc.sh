@@ -31,8 +31,8 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-oidc || exit 2
-# A passing run's count (2026-12-06: 18 checks, a to h, DPoP, the leak check).
-ci_expect 18
+# A passing run's count (2026-12-06: 20 checks, a to j, DPoP, the leak check).
+ci_expect 20
 
 OIDC_PROVIDER_VERSION=9.13.3
 # Checks expected to fail for now, `id reason`. Remove an entry when it prints XPASS.
@@ -106,6 +106,9 @@ TOKENS="$WORK/tokens.txt"
 CC_ID=mcpb-machine
 CC_SECRET="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(24))')"
 printf '%s' "$CC_SECRET" >"$WORK/cc-secret"; chmod 600 "$WORK/cc-secret"
+WL_ID=mcpb-workload
+WL_SECRET="$("$PY" -c 'import secrets; print(secrets.token_urlsafe(24))')"
+printf '%s' "$WL_SECRET" >"$WORK/wl-secret"; chmod 600 "$WORK/wl-secret"
 : >"$EV"; : >"$TOKENS"
 
 # the $BROWSER wrapper (connect runs `$BROWSER URL`)
@@ -122,6 +125,8 @@ runs() { wc -l <"$OIDC_BROWSER_COUNT" | tr -d ' '; }
 log "oidc-provider $(ci_npm_version "$NODE_DIR" oidc-provider) on $ISSUER (node $("$NODE" --version)), token TTL ${TTL}s"
 OIDC_PORT="$OIDC_PORT" OIDC_TOKEN_TTL="$TTL" OIDC_EVENTS="$EV" OIDC_TOKENS="$TOKENS" \
   OIDC_CC_CLIENT_ID="$CC_ID" OIDC_CC_CLIENT_SECRET="$CC_SECRET" \
+  OIDC_WORKLOAD_CLIENT_ID="$WL_ID" OIDC_WORKLOAD_CLIENT_SECRET="$WL_SECRET" \
+  OIDC_WORKLOAD_JWT_FILE="$WORK/workload.jwt" OIDC_ID_TOKEN_FILE="$WORK/id-token" \
   OIDC_PROVIDER_MODULE="$NODE_DIR/node_modules/oidc-provider" \
   "$NODE" tests/interop/oidc_provider.mjs >"$WORK/provider.log" 2>&1 &
 PROV_PID=$!
@@ -291,12 +296,39 @@ else
   check h-secret-kept-out 1 "the client secret is in neither connect's output nor its login file"
 fi
 
+# ---------------------------------------------------------------- i: workload identity
+# The RFC 7523 JWT-bearer grant with the workload's JWT (written by the provider, 0600), read
+# by connect from its file; no browser. The provider's side of the grant is a middleware (see
+# tests/interop/oidc_provider.mjs): the token is the provider's, bound with DPoP.
+t="$(now)"
+before="$(runs)"
+host i workload -- --oauth-jwt-bearer-file "$WORK/workload.jwt" --oauth-client-id "$WL_ID" --oauth-client-secret-file "$WORK/wl-secret"
+ok=0
+[ "$(res i "r['ok']")" = True ] && [ "$(runs)" = "$before" ] \
+  && [ "$(ev "any(e['kind']=='token' and e['grant_type'].endswith('jwt-bearer') and e['status']==200 and e['access_token_jwt'] and e['resource']=='$URL' and e.get('token_type')=='DPoP' for e in E)" "$t")" = True ] && ok=1
+check i-workload "$ok" "$(brief i); browser runs +$(($(runs) - before)); grants $(ev "[(e['grant_type'].split(':')[-1], e['status'], e.get('token_type'), e.get('auth')) for e in E if e['kind']=='token']" "$t")"
+
+# ---------------------------------------------------------------- j: enterprise-managed authorization
+# SEP-990: the user's ID token (from the IdP, 0600) exchanged at the IdP's token endpoint for an
+# ID-JAG (RFC 8693), then the JWT-bearer grant with it at the MCP server's authorization server,
+# by the confidential client. IdP and authorization server are the same provider here (the
+# exchange is the middleware's, the access token the provider's own, DPoP-bound).
+t="$(now)"
+before="$(runs)"
+host j enterprise -- --oauth-idp-token-endpoint "$ISSUER/token" --oauth-idp-client-id idp-client \
+  --oauth-id-token-file "$WORK/id-token" --oauth-client-id "$WL_ID" --oauth-client-secret-file "$WORK/wl-secret"
+ok=0
+[ "$(res j "r['ok']")" = True ] && [ "$(runs)" = "$before" ] \
+  && [ "$(ev "[(e['grant_type'].split(':')[-1], e['status']) for e in E if e['kind']=='token']" "$t")" = "[('token-exchange', 200), ('jwt-bearer', 200)]" ] \
+  && [ "$(ev "any(e['grant_type'].endswith('jwt-bearer') and e.get('token_type')=='DPoP' and e['resource']=='$URL' for e in E if e['kind']=='token')" "$t")" = True ] && ok=1
+check j-enterprise "$ok" "$(brief j); browser runs +$(($(runs) - before)); grants $(ev "[(e['grant_type'].split(':')[-1], e['status'], e.get('token_type'), e.get('auth')) for e in E if e['kind']=='token']" "$t")"
+
 # ---------------------------------------------------------------- tokens never printed
 n_tok="$(wc -l <"$TOKENS" | tr -d ' ')"
 cut -d' ' -f2 "$TOKENS" | sort -u >"$WORK/token-values"
 leaks="$(cat "$WORK"/*.out "$WORK"/*.err 2>/dev/null | grep -cFf "$WORK/token-values")"
 ok=0
-[ "$(ev "all(e.get('token_type')=='DPoP' and e.get('dpop_proof') for e in E if e['kind']=='token' and e['status']==200) and any(e['kind']=='token' for e in E)")" = True ] && ok=1
+[ "$(ev "all(e.get('token_type')=='DPoP' and e.get('dpop_proof') for e in E if e['kind']=='token' and e['status']==200 and not e['grant_type'].endswith('token-exchange')) and any(e['kind']=='token' for e in E)")" = True ] && ok=1
 check dpop-every-grant "$ok" "every token the provider issued in the run was DPoP-bound and asked for with a proof (code, refresh, device, client credentials): $(ev "sorted({(e['grant_type'].split(':')[-1], e.get('token_type')) for e in E if e['kind']=='token' and e['status']==200})")"
 check no-token-leak "$([ "$n_tok" -gt 0 ] && [ "$leaks" = 0 ] && echo 1 || echo 0)" "$n_tok tokens issued; lines of connect / auth output (stdout + stderr of every run) holding one: $leaks"
 

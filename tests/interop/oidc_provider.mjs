@@ -19,8 +19,22 @@
 //                        test can check none of them shows up in the bridge's output
 //   OIDC_CC_CLIENT_ID, OIDC_CC_CLIENT_SECRET
 //                        a static confidential client allowed the client_credentials grant
+//   OIDC_WORKLOAD_JWT_FILE  where to write a workload's JWT (ES256, `aud` the issuer, 10 min)
+//                        for the RFC 7523 JWT-bearer grant (workload identity, SEP-1933).
+//                        oidc-provider has no such grant: a middleware in front of /token
+//                        checks the assertion (signature by this run's workload key, `aud`,
+//                        `exp`) and hands the request on as the provider's own
+//                        client_credentials grant for the same client, so the token comes from
+//                        the provider's machinery (resource indicator, JWT format, DPoP binding)
+//   OIDC_ID_TOKEN_FILE   where to write a user's ID token (for the IdP client `idp-client`) for
+//                        enterprise-managed authorization (SEP-990): the same middleware plays
+//                        the enterprise IdP's token exchange (RFC 8693: that ID token for an
+//                        ID-JAG naming this issuer and the resource), and the ID-JAG is then
+//                        taken by the JWT-bearer grant above
 // Prints `listening on http://127.0.0.1:PORT` on stdout once ready.
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
+import * as crypto from 'node:crypto';
+import * as querystring from 'node:querystring';
 import { pathToFileURL } from 'node:url';
 import { join } from 'node:path';
 
@@ -59,6 +73,17 @@ function knownResource(r) {
 }
 
 const clients = [];
+if (process.env.OIDC_WORKLOAD_CLIENT_ID) {
+  clients.push({
+    client_id: process.env.OIDC_WORKLOAD_CLIENT_ID,
+    client_secret: process.env.OIDC_WORKLOAD_CLIENT_SECRET,
+    grant_types: ['client_credentials'],
+    response_types: [],
+    redirect_uris: [],
+    token_endpoint_auth_method: 'client_secret_basic',
+    scope: RS_SCOPES,
+  });
+}
 if (process.env.OIDC_CC_CLIENT_ID) {
   clients.push({
     client_id: process.env.OIDC_CC_CLIENT_ID,
@@ -70,6 +95,40 @@ if (process.env.OIDC_CC_CLIENT_ID) {
     scope: RS_SCOPES,
   });
 }
+
+// Workload identity: this run's workload key and its JWT.
+const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
+const workloadKey = crypto.generateKeyPairSync('ec', { namedCurve: 'P-256' });
+const b64u = (b) => Buffer.from(b).toString('base64url');
+// A JWT signed with this run's key (the workload's, the IdP's: one key stands for both).
+function mint(typ, claims) {
+  const now = Math.floor(Date.now() / 1000);
+  const input = `${b64u(JSON.stringify({ alg: 'ES256', typ }))}.${b64u(JSON.stringify({ iat: now, exp: now + 600, ...claims }))}`;
+  const sig = crypto.sign('sha256', Buffer.from(input), { key: workloadKey.privateKey, dsaEncoding: 'ieee-p1363' });
+  const jwt = `${input}.${b64u(sig)}`;
+  if (tokensFile) appendFileSync(tokensFile, `minted ${jwt}\n`);
+  return jwt;
+}
+if (process.env.OIDC_WORKLOAD_JWT_FILE) {
+  const jwt = mint('JWT', { iss: 'https://workload.interop.test', sub: 'workload-1', aud: issuer });
+  writeFileSync(process.env.OIDC_WORKLOAD_JWT_FILE, `${jwt}\n`, { mode: 0o600 });
+}
+if (process.env.OIDC_ID_TOKEN_FILE) {
+  const jwt = mint('JWT', { iss: issuer, sub: 'user-1', aud: 'idp-client' });
+  writeFileSync(process.env.OIDC_ID_TOKEN_FILE, `${jwt}\n`, { mode: 0o600 });
+}
+// The claims of `jwt` if this run's key signed it, for audience `aud`, not expired.
+function minted(jwt, aud) {
+  const parts = String(jwt || '').split('.');
+  if (parts.length !== 3) return null;
+  const ok = crypto.verify('sha256', Buffer.from(`${parts[0]}.${parts[1]}`),
+    { key: workloadKey.publicKey, dsaEncoding: 'ieee-p1363' }, Buffer.from(parts[2], 'base64url'));
+  if (!ok) return null;
+  const c = JSON.parse(Buffer.from(parts[1], 'base64url').toString());
+  return c.aud === aud && c.exp > Date.now() / 1000 ? c : null;
+}
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
+const ID_JAG = 'urn:ietf:params:oauth:token-type:id-jag';
 
 const provider = new Provider(issuer, {
   clients,
@@ -133,7 +192,7 @@ provider.use(async (ctx, next) => {
     event({
       kind: 'token',
       status: ctx.status,
-      grant_type: p.grant_type,
+      grant_type: ctx.state.grantAs || p.grant_type,
       client_id: ctx.oidc?.client?.clientId,
       resource: p.resource,
       scope_asked: p.scope,
@@ -159,6 +218,46 @@ provider.use(async (ctx, next) => {
   } else if (path.startsWith('/interaction/') && ctx.method === 'POST') {
     event({ kind: 'interaction', path: path.replace(/\/interaction\/[^/]+/, '/interaction/:uid'), status: ctx.status });
   }
+});
+
+// The JWT-bearer grant (see OIDC_WORKLOAD_JWT_FILE): checked here, then handed on as
+// client_credentials. Runs inside the accounting middleware above, so its event names the
+// grant the client asked for.
+provider.use(async (ctx, next) => {
+  if (ctx.path !== '/token' || ctx.method !== 'POST' || !ctx.is('application/x-www-form-urlencoded')) {
+    return next();
+  }
+  const chunks = [];
+  for await (const c of ctx.req) chunks.push(c);
+  const raw = Buffer.concat(chunks).toString();
+  const form = querystring.parse(raw);
+  if (form.grant_type === TOKEN_EXCHANGE) {
+    ctx.state.grantAs = TOKEN_EXCHANGE;
+    const user = minted(form.subject_token, 'idp-client');
+    const asked = form.requested_token_type === ID_JAG
+      && form.subject_token_type === 'urn:ietf:params:oauth:token-type:id_token'
+      && form.client_id === 'idp-client' && form.audience === issuer && knownResource(form.resource);
+    if (!user || !asked) {
+      ctx.status = 400;
+      ctx.body = { error: user ? 'invalid_request' : 'invalid_grant', error_description: 'not an ID-JAG request this IdP takes' };
+      return undefined;
+    }
+    const jag = mint('oauth-id-jag+jwt', { iss: issuer, sub: user.sub, aud: issuer, resource: form.resource, client_id: process.env.OIDC_WORKLOAD_CLIENT_ID });
+    ctx.body = { access_token: jag, issued_token_type: ID_JAG, token_type: 'N_A', expires_in: 600 };
+    return undefined;
+  }
+  if (form.grant_type === JWT_BEARER) {
+    ctx.state.grantAs = JWT_BEARER;
+    if (!minted(form.assertion, issuer)) {
+      ctx.status = 400;
+      ctx.body = { error: 'invalid_grant', error_description: 'the assertion is not a valid workload JWT' };
+      return undefined;
+    }
+    form.grant_type = 'client_credentials';
+    delete form.assertion;
+  }
+  ctx.req.body = querystring.stringify(form);
+  return next();
 });
 
 provider.on('server_error', (_ctx, err) => console.error('server_error', err));
