@@ -38,10 +38,11 @@ from __future__ import annotations
 import json
 import os
 import queue
-import subprocess
 import sys
-import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import conformance_auth_host as base  # noqa: E402 - the process handling both hosts share
 
 V2025 = "2025-11-25"
 V2026 = "2026-07-28"
@@ -49,38 +50,14 @@ CAPS = {"elicitation": {}, "sampling": {}}
 INFO = {"name": "mcp-bridge-conformance-host", "version": "1.0.0"}
 
 
-class Host:
+class Host(base.Host):
+    """The auth host's process handling (spawn, reader thread, send, close) with this host's
+    era and its answers to server requests."""
+
     def __init__(self, era: str, deadline: float) -> None:
+        super().__init__(deadline)
         self.era = era
-        self.deadline = deadline
-        self.passed = self.failed = 0
         self.next_id = 0
-        self.proc: subprocess.Popen | None = None
-        self.lines: queue.Queue = queue.Queue()
-
-    def report(self, ok: bool, step: str, detail: str) -> None:
-        print(f"{'PASS' if ok else 'FAIL'} {step}: {detail}", flush=True)
-        if ok:
-            self.passed += 1
-        else:
-            self.failed += 1
-
-    def start(self, argv: list[str]) -> None:
-        print("spawning: " + " ".join(argv), file=sys.stderr, flush=True)
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=None, bufsize=0)
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc and self.proc.stdout
-        for raw in self.proc.stdout:
-            self.lines.put(raw)
-        self.lines.put(None)
-
-    def send(self, msg: dict) -> None:
-        assert self.proc and self.proc.stdin
-        self.proc.stdin.write((json.dumps(msg) + "\n").encode())
-        self.proc.stdin.flush()
 
     def params(self, p: dict) -> dict:
         """`p` as this host's era sends it: a 2026 request carries its own `_meta`."""
@@ -94,7 +71,7 @@ class Host:
         })
         return {**p, "_meta": meta}
 
-    def request(self, method: str, params: dict) -> dict:
+    def request(self, method: str, params: dict) -> dict:  # type: ignore[override]
         """Send a request; return its final response (answering server requests and, for a
         2026 host, retrying `input_required` results meanwhile)."""
         for _ in range(8):
@@ -134,20 +111,6 @@ class Host:
             if "method" in msg and "id" in msg:
                 self.send({"jsonrpc": "2.0", "id": msg["id"],
                            "result": answer(msg["method"], msg.get("params") or {})})
-
-    def close(self) -> int | None:
-        if not self.proc:
-            return None
-        try:
-            if self.proc.stdin:
-                self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            return self.proc.wait(timeout=12)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
 
 
 def answer(method: str | None, params: dict) -> dict:
@@ -258,12 +221,12 @@ def main() -> int:
     argv = [os.environ.get("MCP_BRIDGE_BIN") or "mcp-bridge", "connect", url]
     argv += (os.environ.get("CONFORMANCE_CLIENT_CONNECT_ARGS") or "").split()
     print(f"scenario {os.environ.get('MCP_CONFORMANCE_SCENARIO', '?')}, a {era} host", flush=True)
-    host.start(argv)
+    host.start(argv, dict(os.environ))
     try:
         run(host, context if isinstance(context, dict) else {})
     except Exception as e:  # noqa: BLE001 - every failure is one reported step
         host.report(False, "host", f"{type(e).__name__}: {e}")
-    rc = host.close()
+    rc = host.close(False)
     host.report(rc == 0, "connect exit", f"exit {rc}")
     print(f"{host.passed} passed, {host.failed} failed", flush=True)
     return 0 if host.failed == 0 else 1
