@@ -99,13 +99,23 @@ async fn a_rapid_reset_flood_closes_that_connection_only() {
         .expect("the flooding connection was not closed")
         .unwrap();
     let e = ended.expect_err("the connection ended without an error");
-    assert_eq!(
-        e.reason(),
-        Some(h2::Reason::ENHANCE_YOUR_CALM),
-        "{e}; log:\n{}",
-        b.log.dump()
-    );
-    assert!(e.is_go_away(), "{e}");
+    // The bridge sends GOAWAY ENHANCE_YOUR_CALM and closes; a client still writing its flood
+    // may see the closed socket (broken pipe, reset) before it reads the GOAWAY. Either way
+    // the bridge must have closed it for the flood: its h2 layer logs the limit it hit.
+    let log = b.log.dump();
+    if e.is_io() {
+        assert!(
+            log.contains("pending-accept streams reached limit (5)"),
+            "{e}: the connection failed, but not for the reset limit; log:\n{log}"
+        );
+    } else {
+        assert_eq!(
+            e.reason(),
+            Some(h2::Reason::ENHANCE_YOUR_CALM),
+            "{e}; log:\n{log}"
+        );
+        assert!(e.is_go_away(), "{e}");
+    }
 
     // The bridge serves on: the calm connection and a new one.
     assert_eq!(get(&mut calm, &b).await, 200);
