@@ -22,6 +22,7 @@ pub mod metrics_http;
 pub mod modern;
 pub mod observe;
 pub mod post;
+pub mod replay;
 pub mod respond;
 pub mod rounds;
 pub mod run;

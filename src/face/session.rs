@@ -70,6 +70,8 @@ pub struct Session {
     /// The session's resource subscriptions (a 2026 child: the listen its GET stream holds).
     pub subs: Arc<crate::core::held::Subscriptions>,
     pub get_stream_open: AtomicBool,
+    /// Its SSE streams kept for `Last-Event-ID` resumption (2025-11-25, `face::replay`).
+    pub streams: crate::face::replay::Streams,
     /// Cancelled when the session ends (DELETE, expiry, shutdown).
     pub closed: CancellationToken,
     _gauge: crate::face::respond::GaugeGuard,
@@ -110,6 +112,7 @@ impl Session {
             server_requests: Bounded::new(MAX_SERVER_REQUESTS),
             subs: crate::core::held::Subscriptions::new(),
             get_stream_open: AtomicBool::new(false),
+            streams: Default::default(),
             closed: CancellationToken::new(),
             _gauge: crate::face::respond::GaugeGuard::new(gauge),
         }
