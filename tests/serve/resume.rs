@@ -155,7 +155,14 @@ fn progress_and_final(blocks: &[Block]) -> (Vec<u64>, Option<Value>) {
 /// session's streams stay as they were (no ids, no priming).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_name_the_stream_and_priming_opens_it() {
-    let b = Bridge::demo(&["--sse-retry", "750ms"]).await;
+    // A 2026 child's calls run in rounds (`face::rounds`), a 2025 child's as one call.
+    for era in ["dual", "legacy"] {
+        ids_and_priming(era).await;
+    }
+}
+
+async fn ids_and_priming(era: &str) {
+    let b = Bridge::demo(&["--demo-era", era, "--sse-retry", "750ms"]).await;
     let c = client();
     let s = Session::open(&c, &b.url).await;
     assert_eq!(s.version, "2025-11-25");
@@ -230,7 +237,14 @@ async fn ids_name_the_stream_and_priming_opens_it() {
 /// client polls, again losing nothing.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_stream_resumes_losing_nothing() {
-    let b = Bridge::demo(&["--metrics-listen", "127.0.0.1:0"]).await;
+    for era in ["dual", "legacy"] {
+        dropped_and_resumed(era).await;
+        closed_early_and_polled(era).await;
+    }
+}
+
+async fn dropped_and_resumed(era: &str) {
+    let b = Bridge::demo(&["--demo-era", era, "--metrics-listen", "127.0.0.1:0"]).await;
     let m = Scraper::of(&b).await;
     let c = client();
     let s = Session::open(&c, &b.url).await;
@@ -265,9 +279,20 @@ async fn a_dropped_stream_resumes_losing_nothing() {
         1.0,
     )
     .await;
+}
 
-    // The bridge closes each connection after 700 ms; the client polls with its last id.
-    let b = Bridge::demo(&["--sse-close-after", "700ms", "--sse-retry", "100ms"]).await;
+/// The bridge closes each connection after 700 ms; the client polls with its last id.
+async fn closed_early_and_polled(era: &str) {
+    let b = Bridge::demo(&[
+        "--demo-era",
+        era,
+        "--sse-close-after",
+        "700ms",
+        "--sse-retry",
+        "100ms",
+    ])
+    .await;
+    let c = client();
     let s = Session::open(&c, &b.url).await;
     let mut seen = slow_stream(&s, 1, 3.0, 6)
         .await
