@@ -362,6 +362,17 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
             }
         }
     }
+    if log.is_some() && s.get_stream_open.load(Ordering::Acquire) {
+        // A client resuming its GET stream has lost the old one, even if the bridge has not
+        // noticed yet: the resumed stream takes its place.
+        s.stop_get_stream();
+        for _ in 0..100 {
+            if !s.get_stream_open.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
     if s.get_stream_open.swap(true, Ordering::AcqRel) {
         return rpc_error(
             StatusCode::CONFLICT,
@@ -391,6 +402,7 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
     // A 2026 child has no GET stream: a listen is held on it for this session instead.
     let held = held_listen(&s);
     let st = GetStream {
+        stop: s.get_stream_token(),
         s,
         held,
         log,
@@ -464,6 +476,8 @@ struct GetStream {
     log: Option<Arc<replay::StreamLog>>,
     /// Written before anything new: the priming event, or a resumed stream's replay.
     backlog: std::collections::VecDeque<Bytes>,
+    /// Cancelled when a resumed GET stream takes this one's place (or the session ends).
+    stop: CancellationToken,
     rx: broadcast::Receiver<UpstreamEvent>,
     stopping: CancellationToken,
     keepalive: Duration,
@@ -473,11 +487,12 @@ struct GetStream {
 
 impl Drop for GetStream {
     fn drop(&mut self) {
-        self.s.get_stream_open.store(false, Ordering::Release);
-        self.s.touch();
+        // The log first: a resumed stream may reopen it as soon as the flag is down.
         if let Some(l) = &self.log {
             l.end();
         }
+        self.s.get_stream_open.store(false, Ordering::Release);
+        self.s.touch();
     }
 }
 
@@ -504,7 +519,7 @@ impl GetStream {
                     self.s.touch();
                     return Some(Bytes::from_static(framing::SSE_KEEPALIVE));
                 }
-                _ = self.s.closed.cancelled() => return None,
+                _ = self.stop.cancelled() => return None,
                 _ = self.stopping.cancelled() => return None,
             };
             match self.on_upstream_event(ev) {

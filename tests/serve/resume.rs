@@ -201,9 +201,34 @@ async fn ids_and_priming(era: &str) {
         .next(Duration::from_secs(5))
         .await
         .expect("an event on GET");
-    assert_eq!(ev.id_parts(), (gkey, 1), "{ev:?}");
+    assert_eq!(ev.id_parts(), (gkey.clone(), 1), "{ev:?}");
     assert!(ev.json().is_some(), "{ev:?}");
-    drop(g);
+    let r = s.call(json!(4), "notify", json!({"kind": "prompts"})).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let ev2 = g
+        .next(Duration::from_secs(5))
+        .await
+        .expect("a second event on GET");
+    assert_eq!(ev2.id_parts(), (gkey.clone(), 2), "{ev2:?}");
+
+    // Resumed after seq 1 while the bridge still holds the old GET stream (a client whose
+    // connection broke unnoticed): the new one takes over, replays seq 2, and goes on.
+    let mut g2 = Raw::new(get(&s, Some(&format!("{gkey}-1"))).await);
+    let replayed = g2.next(Duration::from_secs(5)).await.expect("the replay");
+    assert_eq!(replayed.id_parts(), (gkey.clone(), 2), "{replayed:?}");
+    assert_eq!(replayed.data, ev2.data);
+    assert!(
+        g.next(Duration::from_secs(5)).await.is_none(),
+        "the old GET stream goes on"
+    );
+    let r = s.call(json!(5), "notify", json!({"kind": "tools"})).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let ev3 = g2
+        .next(Duration::from_secs(5))
+        .await
+        .expect("an event after the replay");
+    assert_eq!(ev3.id_parts(), (gkey, 3), "{ev3:?}");
+    drop(g2);
 
     // 2025-06-18: no ids, no priming.
     let r = post_with(
