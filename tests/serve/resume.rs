@@ -407,3 +407,44 @@ async fn an_id_beyond_the_buffer_is_refused_and_counted() {
     assert_eq!(seqs, [5, 6, 7], "{rest:?}");
     assert!(progress_and_final(&rest).1.is_some(), "{rest:?}");
 }
+
+/// The `[limits]` keys do what the flags do, globally and per server: `sse_retry` in the
+/// priming event, `sse_close_after` ending a call's connection early, `sse_replay_events`
+/// bounding what a stream keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn limits_keys_set_retry_close_and_buffer_per_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "[limits]\nsse_retry = \"300ms\"\nsse_replay_events = 3\n{}{}\
+         [servers.b.limits]\nsse_retry = \"450ms\"\nsse_close_after = \"700ms\"\n",
+        demo_server("a", &[]),
+        demo_server("b", &[])
+    );
+    let b = daemon(&write(dir.path(), "sse.toml", &text)).await;
+    let c = client();
+
+    let a = Session::open(&c, &server_url(&b, "a")).await;
+    let blocks = slow_stream(&a, 1, 1.5, 6)
+        .await
+        .all(Duration::from_secs(10))
+        .await;
+    assert_eq!(blocks[0].retry.as_deref(), Some("300"), "{blocks:?}");
+    assert!(
+        progress_and_final(&blocks).1.is_some(),
+        "closed early: {blocks:?}"
+    );
+    let (key, _) = blocks[0].id_parts();
+    let r = get(&a, Some(&format!("{key}-3"))).await;
+    assert_eq!(r.status(), 400, "3 events kept: {r:?}");
+
+    let s = Session::open(&c, &server_url(&b, "b")).await;
+    let blocks = slow_stream(&s, 1, 3.0, 6)
+        .await
+        .all(Duration::from_secs(10))
+        .await;
+    assert_eq!(blocks[0].retry.as_deref(), Some("450"), "{blocks:?}");
+    assert!(
+        progress_and_final(&blocks).1.is_none(),
+        "not closed early: {blocks:?}"
+    );
+}
