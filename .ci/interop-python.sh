@@ -2,7 +2,9 @@
 # Interop check with the official MCP Python SDK client (PyPI mcp==2.3.0): starts
 # `mcp-bridge serve --demo` on a free port and runs tests/interop/python_sdk_client.py against
 # it in the SDK's three connect modes: auto (server/discover era detection), legacy
-# (2025 initialize/session) and pinned to protocol version 2026-07-28.
+# (2025 initialize/session) and pinned to protocol version 2026-07-28; then, against a second
+# bridge with `--sse-close-after 1s --sse-retry 200ms`, tests/interop/python_sdk_resume.py: the
+# SDK resumes a call's stream the bridge closed early (GET + Last-Event-ID) and loses nothing.
 #
 # Usage:  bash .ci/interop-python.sh          (from anywhere; the binary must already be built)
 # Env:
@@ -22,8 +24,9 @@ set -uo pipefail
 # Floor: the client's 10 unconditional checks per mode (tools/list, echo, slow progress, the
 # cancel-scope and read-timeout cancellations with their wire checks and the calls after them,
 # slow after cancels); a measured total would be stricter: raise it when checks are added.
+# Plus the resume check's 3.
 n_modes=$(wc -w <<<"${INTEROP_MODES:-auto legacy 2026}")
-ci_expect $((10 * n_modes))
+ci_expect $((10 * n_modes + 3))
 
 SDK_VERSION=2.3.0
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,6 +81,28 @@ for mode in $MODES; do
 done
 
 if [ "$RC" -ne 0 ]; then
+  log "bridge output (last 60 lines):"; tail -n 60 "$BRIDGE_LOG" | sed 's/^/    /' >&2
+fi
+stop_bridge
+
+# ---------------------------------------------------------------- resumable streams (2025-11-25)
+PORT="$(ci_free_port "$PY")"
+URL="http://127.0.0.1:$PORT/mcp"
+log "starting $BIN serve --demo --port $PORT --sse-close-after 1s --sse-retry 200ms ${EXTRA_ARGS[*]}"
+"$BIN" serve --demo --port "$PORT" --sse-close-after 1s --sse-retry 200ms "${EXTRA_ARGS[@]}" \
+  >"$BRIDGE_LOG" 2>&1 &
+BRIDGE_PID=$!
+ci_bridge_up "$BRIDGE_PID" "$BRIDGE_LOG" "$PORT"
+out="$(timeout 120 "$PY" tests/interop/python_sdk_resume.py "$URL")"
+rc=$?
+if ci_client_counts "$out" "$rc"; then
+  log "resume: $CI_SUMMARY (exit $rc)"
+else
+  log "resume: client produced no summary (exit $rc)"
+fi
+ci_add "$CI_P" "$CI_F"
+if [ "$rc" -ne 0 ]; then
+  RC=1
   log "bridge output (last 60 lines):"; tail -n 60 "$BRIDGE_LOG" | sed 's/^/    /' >&2
 fi
 stop_bridge

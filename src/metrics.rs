@@ -164,6 +164,7 @@ pub struct Metrics {
     auth_successes: IntCounterVec,
     transport_failures: IntCounterVec,
     cluster_forwards: IntCounterVec,
+    sse_resumptions: IntCounterVec,
 }
 
 /// One metric family: its name (under the `mcp_bridge` namespace), help text and label names.
@@ -312,6 +313,15 @@ const CLUSTER_FORWARDS: Family = Family {
     labels: &["server", "outcome"],
 };
 
+const SSE_RESUMPTIONS: Family = Family {
+    name: "sse_resumptions_total",
+    help: "GETs with Last-Event-ID on 2025-11-25 sessions, by outcome (replayed; refused: malformed, unknown, beyond_buffer)",
+    labels: &["outcome"],
+};
+
+/// The `outcome` label values of `mcp_bridge_sse_resumptions_total`, all exported from the start.
+pub const SSE_RESUME_OUTCOMES: &[&str] = &["replayed", "malformed", "unknown", "beyond_buffer"];
+
 const RELOADS: Family = Family {
     name: "reloads_total",
     help: "Reloads on SIGHUP by part and outcome (failed: the previous state stays)",
@@ -410,6 +420,7 @@ impl Metrics {
             auth_successes: AUTH_SUCCESSES.counter(&r),
             transport_failures: TRANSPORT_FAILURES.counter(&r),
             cluster_forwards: CLUSTER_FORWARDS.counter(&r),
+            sse_resumptions: SSE_RESUMPTIONS.counter(&r),
             latency,
             http_duration,
             shutting_down: AtomicBool::new(false),
@@ -426,6 +437,9 @@ impl Metrics {
         }
         for d in DROP_REASONS {
             self.dropped_frames.with_label_values(&[d]);
+        }
+        for o in SSE_RESUME_OUTCOMES {
+            self.sse_resumptions.with_label_values(&[o]);
         }
         self.sessions.with_label_values(&["2025"]);
         self
@@ -559,6 +573,11 @@ impl Metrics {
             .with_label_values(&[server])
             .set(n(children));
         self.pool_busy.with_label_values(&[server]).set(n(busy));
+    }
+    /// A `Last-Event-ID` resumption: `replayed`, or why it was refused.
+    pub fn sse_resumption(&self, outcome: &'static str) {
+        debug_assert!(SSE_RESUME_OUTCOMES.contains(&outcome), "{outcome}");
+        self.sse_resumptions.with_label_values(&[outcome]).inc();
     }
     pub fn sse_streams(&self) -> &IntGauge {
         &self.sse_streams

@@ -125,6 +125,13 @@ pub fn is_legacy_version(v: &str) -> bool {
     LEGACY_VERSIONS.contains(&v)
 }
 
+/// Does a 2025 session of version `v` get resumable SSE streams (event ids, a priming event,
+/// `Last-Event-ID` replay)? From 2025-11-25 on: earlier clients may choke on a priming event's
+/// empty `data` and were never told they may be asked to reconnect.
+pub fn resumable_sse(v: &str) -> bool {
+    is_legacy_version(v) && v >= "2025-11-25"
+}
+
 /// Negotiate a 2025 version: echo the client's if we speak it, else offer our latest.
 pub fn negotiate_legacy(requested: Option<&str>) -> &'static str {
     match requested {

@@ -212,6 +212,23 @@ pub struct ServeArgs {
     /// SSE keep-alive comment interval on long streams.
     #[arg(long, default_value = "15s", value_parser = parse_duration)]
     pub keepalive: Duration,
+    /// 2025-11-25 sessions: the SSE `retry:` (ms a client waits before it reconnects) each
+    /// stream's priming event carries.
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    pub sse_retry: Duration,
+    /// 2025-11-25 sessions: close a call's SSE stream after this long on one connection; the
+    /// client resumes it with GET and Last-Event-ID (0: never).
+    #[arg(long, default_value = "0", value_parser = parse_duration)]
+    pub sse_close_after: Duration,
+    /// 2025-11-25 sessions: events kept per SSE stream for Last-Event-ID replay.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub sse_replay_events: usize,
+    /// 2025-11-25 sessions: bytes kept per SSE stream for Last-Event-ID replay.
+    #[arg(long, default_value = "1MiB", value_parser = parse_size, value_name = "SIZE")]
+    pub sse_replay_bytes: usize,
+    /// 2025-11-25 sessions: how long an SSE stream's events stay replayable.
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub sse_replay_age: Duration,
     /// A request head (and a new connection's first one) must arrive within this; else the
     /// connection is closed.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]

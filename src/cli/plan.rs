@@ -74,6 +74,7 @@ pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
         stdin_grace: args.stdin_grace,
         term_grace: args.term_grace,
         keepalive: args.keepalive.max(Duration::from_millis(100)),
+        replay: replay_from(args, &|_| true, crate::config::limits::Replay::default()),
     };
     Ok(Plan {
         listen: vec![args.addr()],
@@ -283,6 +284,7 @@ fn apply_server(s: &mut ServerSpec, args: &ServeArgs, g: &GivenFn) -> Result<(),
     if g("keepalive") {
         l.keepalive = args.keepalive.max(Duration::from_millis(100));
     }
+    l.replay = replay_from(args, g, l.replay);
     if g("isolation") {
         if args.isolation == Isolation::Session && matches!(s.target, Target::Url(_)) {
             return Err(format!(
@@ -326,4 +328,40 @@ fn override_with(
         p.idle = flags.idle;
     }
     p.check()
+}
+
+/// The SSE resumability settings: each `--sse-*` flag `g` says was given over `base`.
+fn replay_from(
+    args: &ServeArgs,
+    g: &GivenFn,
+    base: crate::config::limits::Replay,
+) -> crate::config::limits::Replay {
+    let pick = |id: &str| g(id);
+    crate::config::limits::Replay::new(
+        Some(if pick("sse_retry") {
+            args.sse_retry
+        } else {
+            base.retry
+        }),
+        Some(if pick("sse_close_after") {
+            args.sse_close_after
+        } else {
+            base.close_after.unwrap_or(Duration::ZERO)
+        }),
+        Some(if pick("sse_replay_events") {
+            args.sse_replay_events
+        } else {
+            base.max_events
+        }),
+        Some(if pick("sse_replay_bytes") {
+            args.sse_replay_bytes
+        } else {
+            base.max_bytes
+        }),
+        Some(if pick("sse_replay_age") {
+            args.sse_replay_age
+        } else {
+            base.max_age
+        }),
+    )
 }

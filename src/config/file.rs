@@ -429,6 +429,16 @@ pub struct Limits {
     pub stdin_grace: Option<Dur>,
     pub term_grace: Option<Dur>,
     pub keepalive: Option<Dur>,
+    /// As `--sse-retry`.
+    pub sse_retry: Option<Dur>,
+    /// As `--sse-close-after` (0: off).
+    pub sse_close_after: Option<Dur>,
+    /// As `--sse-replay-events`.
+    pub sse_replay_events: Option<usize>,
+    /// As `--sse-replay-bytes`.
+    pub sse_replay_bytes: Option<Size>,
+    /// As `--sse-replay-age`.
+    pub sse_replay_age: Option<Dur>,
     /// Global only (each listener's connections): as `--header-timeout`.
     pub header_timeout: Option<Dur>,
     /// Global only: as `--body-timeout`.
@@ -510,6 +520,11 @@ impl Limits {
             stdin_grace: self.stdin_grace.or(base.stdin_grace),
             term_grace: self.term_grace.or(base.term_grace),
             keepalive: self.keepalive.or(base.keepalive),
+            sse_retry: self.sse_retry.or(base.sse_retry),
+            sse_close_after: self.sse_close_after.or(base.sse_close_after),
+            sse_replay_events: self.sse_replay_events.or(base.sse_replay_events),
+            sse_replay_bytes: self.sse_replay_bytes.or(base.sse_replay_bytes),
+            sse_replay_age: self.sse_replay_age.or(base.sse_replay_age),
             // Per listener, never per server (`ServerFile` refuses them).
             header_timeout: base.header_timeout,
             body_timeout: base.body_timeout,

@@ -126,3 +126,64 @@ pub fn auto_max_connections() -> usize {
     let reserve = (soft / 4).min(1024);
     soft.saturating_sub(reserve).clamp(16, 10_000)
 }
+
+/// SSE resumability for 2025-11-25 sessions (`--sse-*`, `[limits] sse_*`): what each stream's
+/// priming event tells the client, when the bridge closes a long call's stream early, and how
+/// much of a stream is kept for a client that resumes it with `Last-Event-ID`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Replay {
+    /// The `retry:` the priming event carries: how long a client waits before it reconnects.
+    pub retry: Duration,
+    /// Close a call's stream after this long on one connection (the client resumes with GET
+    /// and `Last-Event-ID`, SEP-1699 polling); None: never close early.
+    pub close_after: Option<Duration>,
+    /// Events kept per stream for replay.
+    pub max_events: usize,
+    /// Bytes kept per stream for replay.
+    pub max_bytes: usize,
+    /// Events older than this are not replayed; a stream quiet (or ended) this long is forgotten.
+    pub max_age: Duration,
+}
+
+impl Default for Replay {
+    /// A 1 s retry (clients reconnect promptly, a burst of reconnects stays spread); no early
+    /// close (long calls keep one connection, as before); 1000 events or 1 MiB per stream,
+    /// kept 60 s: room for a call's progress and its final answer across a reconnect, while a
+    /// session's streams ([`MAX_STREAMS`] of them) cost at most 64 MiB.
+    fn default() -> Self {
+        Replay {
+            retry: Duration::from_secs(1),
+            close_after: None,
+            max_events: 1000,
+            max_bytes: 1 << 20,
+            max_age: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Streams of one 2025 session kept for resumption at once (the oldest ended one goes first).
+pub const MAX_STREAMS: usize = 64;
+
+impl Replay {
+    /// From the settings given (None: the default): `close_after` of zero is off, at least
+    /// 100 ms otherwise; a buffer of at least 1 event and 1 KiB; an age of at least 1 s.
+    pub fn new(
+        retry: Option<Duration>,
+        close_after: Option<Duration>,
+        max_events: Option<usize>,
+        max_bytes: Option<usize>,
+        max_age: Option<Duration>,
+    ) -> Self {
+        let d = Replay::default();
+        Replay {
+            retry: retry.unwrap_or(d.retry),
+            close_after: close_after
+                .or(d.close_after)
+                .filter(|c| !c.is_zero())
+                .map(|c| c.max(MIN_TIMEOUT)),
+            max_events: max_events.unwrap_or(d.max_events).max(1),
+            max_bytes: max_bytes.unwrap_or(d.max_bytes).max(1 << 10),
+            max_age: max_age.unwrap_or(d.max_age).max(Duration::from_secs(1)),
+        }
+    }
+}

@@ -72,6 +72,8 @@ pub struct Resolved {
     pub stdin_grace: Duration,
     pub term_grace: Duration,
     pub keepalive: Duration,
+    /// SSE resumability of 2025-11-25 sessions.
+    pub replay: limits::Replay,
 }
 
 impl Default for Resolved {
@@ -91,6 +93,7 @@ impl Default for Resolved {
             stdin_grace: Duration::from_secs(2),
             term_grace: Duration::from_secs(3),
             keepalive: Duration::from_secs(15),
+            replay: limits::Replay::default(),
         }
     }
 }
@@ -115,6 +118,13 @@ impl Resolved {
                 .keepalive
                 .map_or(d.keepalive, |v| v.0)
                 .max(Duration::from_millis(100)),
+            replay: limits::Replay::new(
+                l.sse_retry.map(|v| v.0),
+                l.sse_close_after.map(|v| v.0),
+                l.sse_replay_events,
+                l.sse_replay_bytes.map(|v| v.0),
+                l.sse_replay_age.map(|v| v.0),
+            ),
         }
     }
 }

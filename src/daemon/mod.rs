@@ -655,6 +655,7 @@ fn http_config(
         max_sessions: spec.limits.max_sessions,
         isolation_session: spec.isolation == config::Isolation::Session,
         keepalive: spec.limits.keepalive,
+        replay: spec.limits.replay,
         auth: Default::default(),
         tls: None,
         metrics_on_main: false,

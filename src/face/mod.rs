@@ -4,7 +4,9 @@
 //! The HTTP face's modules point one way: `http` (guards, routing) → `post` (POST
 //! classification) → `modern` / `session_http` (2026 stateless, 2025 sessions) → `rounds`,
 //! `listen` (era translation) → `run` (a call for a POST) → `state` (`App`, `HttpConfig`) →
-//! `session` (2025 session state) → `respond` (JSON or SSE). `hop` (a request another replica
+//! `session` (2025 session state) → `respond` (JSON or SSE) → `replay` (a 2025-11-25
+//! session's resumable SSE streams: event ids, priming, the replay log and its pump and reader;
+//! `session_http` answers a GET with `Last-Event-ID` from it). `hop` (a request another replica
 //! owns, forwarded there) is called by `http`, `post` and `modern` before they serve it. `accept` (connections and what
 //! they may cost) hands each request to a handler closure, so it knows no route; the handlers
 //! know only its request body type. `observe` (per-message counts)
@@ -22,6 +24,7 @@ pub mod metrics_http;
 pub mod modern;
 pub mod observe;
 pub mod post;
+pub mod replay;
 pub mod respond;
 pub mod rounds;
 pub mod run;

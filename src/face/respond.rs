@@ -23,6 +23,7 @@ use crate::call::CallHandle;
 use crate::call::{CallEvent, Outcome};
 use crate::core::meter::{Meter, Tracked};
 use crate::error::BridgeError;
+use crate::face::replay;
 use crate::framing;
 pub use crate::http_util::{empty, full, json, status_only, Body};
 use crate::jsonrpc::{self, code};
@@ -143,6 +144,16 @@ pub struct Responder {
     on_done: Option<Box<dyn Send + Sync>>,
     /// Set for 2026 clients of a 2025 upstream: server requests become `input_required`.
     mrtr: Option<MrtrCtx>,
+    /// Set for 2025-11-25 sessions: an SSE answer is a resumable stream (`face::replay`).
+    replay: Option<ReplayCtx>,
+}
+
+/// Where a 2025-11-25 session's resumable streams live and what they keep.
+pub struct ReplayCtx {
+    pub streams: replay::Streams,
+    pub limits: crate::config::limits::Replay,
+    /// Runs each stream's pump (the call goes on while its client reconnects).
+    pub tracker: tokio_util::task::TaskTracker,
 }
 
 enum Step {
@@ -184,6 +195,7 @@ impl Responder {
             extra_headers: Vec::new(),
             on_done: None,
             mrtr: None,
+            replay: None,
         }
     }
 
@@ -215,6 +227,12 @@ impl Responder {
     /// `input_required`.
     pub fn with_mrtr(mut self, mrtr: MrtrCtx) -> Self {
         self.mrtr = Some(mrtr);
+        self
+    }
+
+    /// Answer on SSE with a resumable stream (a 2025-11-25 session).
+    pub fn with_replay(mut self, replay: ReplayCtx) -> Self {
+        self.replay = Some(replay);
         self
     }
 
@@ -485,6 +503,9 @@ impl Responder {
             Some(Next::Final(status, body)) if self.accept_json || !self.accept_sse => {
                 self.with_headers(json(status, body))
             }
+            Some(Next::Final(status, body)) if self.replay.is_some() => {
+                self.sse(h, Some(Next::Final(status, body)))
+            }
             Some(Next::Final(_, body)) => self.sse_headers(full(framing::sse_event(&body))),
             Some(frame @ Next::Frame(_)) if self.accept_sse => self.sse(h, Some(frame)),
             Some(Next::Frame(_)) => {
@@ -507,7 +528,55 @@ impl Responder {
         self.with_headers(sse_response(body))
     }
 
-    fn sse(self, h: Option<CallHandle>, first: Option<Next>) -> Response<Body> {
+    /// A resumable SSE answer: a pump drives the call into the stream's log, the body reads
+    /// it (a client that reconnects with `Last-Event-ID` reads it too, `session_http`).
+    fn resumable_sse(
+        mut self,
+        rc: ReplayCtx,
+        h: Option<CallHandle>,
+        first: Option<Next>,
+    ) -> Response<Body> {
+        let Some(log) = replay::StreamLog::open(replay::StreamKind::Post, rc.limits) else {
+            return self.sse(h, first);
+        };
+        let extra = std::mem::take(&mut self.extra_headers);
+        let cfg = replay::ReaderCfg {
+            keepalive: self.keepalive,
+            metrics: self.meter.metrics().clone(),
+        };
+        let src = futures_util::stream::unfold(
+            (self, h, first, false),
+            |(mut r, mut h, mut first, done)| async move {
+                if done {
+                    return None;
+                }
+                let n = match first.take() {
+                    Some(n) => n,
+                    None => r.next(&mut h).await?,
+                };
+                Some(match n {
+                    Next::Frame(b) => ((b, false), (r, h, first, false)),
+                    Next::Final(_, b) => {
+                        r.tracked.settled(); // answered: no longer in flight
+                        ((b, true), (r, h, first, true))
+                    }
+                })
+            },
+        );
+        let body = replay::post_stream(log, &rc.streams, &rc.tracker, cfg, Box::pin(src));
+        let mut r = sse_response(body);
+        for (k, v) in &extra {
+            if let Ok(v) = HeaderValue::from_str(v) {
+                r.headers_mut().insert(*k, v);
+            }
+        }
+        r
+    }
+
+    fn sse(mut self, h: Option<CallHandle>, first: Option<Next>) -> Response<Body> {
+        if let Some(rc) = self.replay.take() {
+            return self.resumable_sse(rc, h, first);
+        }
         struct St {
             r: Responder,
             h: Option<CallHandle>,

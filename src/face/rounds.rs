@@ -107,6 +107,8 @@ pub async fn run(
     let tracked = app.meter.track(pc.env.method(), started);
     // EVENT_QUEUE in all: the channel adds one slot per sender to its buffer.
     let (tx, rx) = mpsc::channel::<Next>(crate::call::EVENT_QUEUE - 1);
+    let resumable =
+        crate::protocol::resumable_sse(&session.version).then(|| session.streams.clone());
     let d = Driver {
         params: pc.env.params.map(ToOwned::to_owned),
         method: pc.env.method().to_owned(),
@@ -129,7 +131,7 @@ pub async fn run(
     let first = if pc.accept_sse {
         tokio::select! {
             n = feed.next() => n,
-            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, feed),
+            _ = tokio::time::sleep(respond::SSE_AFTER) => return sse(&app, None, feed, resumable),
         }
     } else {
         feed.next().await
@@ -139,11 +141,58 @@ pub async fn run(
             respond::json(status, body)
         }
         None => respond::status_only(StatusCode::ACCEPTED),
-        n => sse(&app, n, feed),
+        n => sse(&app, n, feed, resumable),
     }
 }
 
-fn sse(app: &App, first: Option<Next>, feed: Feed) -> Response<Body> {
+/// A 2025-11-25 session's stream: resumable (`face::replay`), the driver pumped into its log.
+fn resumable_sse(
+    app: &App,
+    first: Option<Next>,
+    feed: Feed,
+    streams: &crate::face::replay::Streams,
+) -> Result<Response<Body>, (Option<Next>, Feed)> {
+    use crate::face::replay;
+    let Some(log) = replay::StreamLog::open(replay::StreamKind::Post, app.cfg.replay) else {
+        return Err((first, feed));
+    };
+    let src = futures_util::stream::unfold(
+        (first, feed, false),
+        |(mut first, mut feed, done)| async move {
+            if done {
+                return None;
+            }
+            let n = match first.take() {
+                Some(n) => n,
+                None => feed.next().await?,
+            };
+            Some(match n {
+                Next::Frame(b) => ((b, false), (first, feed, false)),
+                Next::Final(_, b) => ((b, true), (first, feed, true)),
+            })
+        },
+    );
+    let cfg = replay::ReaderCfg {
+        keepalive: app.cfg.keepalive,
+        metrics: app.metrics.clone(),
+    };
+    let body = replay::post_stream(log, streams, &app.tracker, cfg, Box::pin(src));
+    Ok(crate::face::respond::sse_response(body))
+}
+
+fn sse(
+    app: &App,
+    first: Option<Next>,
+    feed: Feed,
+    resumable: Option<crate::face::replay::Streams>,
+) -> Response<Body> {
+    let (first, feed) = match resumable {
+        Some(s) => match resumable_sse(app, first, feed, &s) {
+            Ok(r) => return r,
+            Err(back) => back,
+        },
+        None => (first, feed),
+    };
     struct St {
         first: Option<Next>,
         feed: Feed,

@@ -170,6 +170,13 @@ impl App {
         r = r.with_progress_token(orig_token);
         if let Some((s, mut done)) = session {
             done.detached = Some((handle.canceller(), started + self.cfg.call_timeout));
+            if crate::protocol::resumable_sse(&s.version) {
+                r = r.with_replay(respond::ReplayCtx {
+                    streams: s.streams.clone(),
+                    limits: self.cfg.replay,
+                    tracker: self.tracker.clone(),
+                });
+            }
             r = r.with_server_requests(s).with_on_done(Box::new(done));
         }
         if let Some(m) = mrtr {

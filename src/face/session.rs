@@ -70,6 +70,10 @@ pub struct Session {
     /// The session's resource subscriptions (a 2026 child: the listen its GET stream holds).
     pub subs: Arc<crate::core::held::Subscriptions>,
     pub get_stream_open: AtomicBool,
+    /// Ends the open GET stream (a resumed one takes its place).
+    get_stream_stop: Mutex<CancellationToken>,
+    /// Its SSE streams kept for `Last-Event-ID` resumption (2025-11-25, `face::replay`).
+    pub streams: crate::face::replay::Streams,
     /// Cancelled when the session ends (DELETE, expiry, shutdown).
     pub closed: CancellationToken,
     _gauge: crate::face::respond::GaugeGuard,
@@ -110,9 +114,23 @@ impl Session {
             server_requests: Bounded::new(MAX_SERVER_REQUESTS),
             subs: crate::core::held::Subscriptions::new(),
             get_stream_open: AtomicBool::new(false),
+            get_stream_stop: Mutex::new(CancellationToken::new()),
+            streams: Default::default(),
             closed: CancellationToken::new(),
             _gauge: crate::face::respond::GaugeGuard::new(gauge),
         }
+    }
+
+    /// A token for the GET stream opening now; [`Session::stop_get_stream`] cancels it.
+    pub fn get_stream_token(&self) -> CancellationToken {
+        let t = self.closed.child_token();
+        *lock(&self.get_stream_stop) = t.clone();
+        t
+    }
+
+    /// End the open GET stream, if any (its body ends at its next poll).
+    pub fn stop_get_stream(&self) {
+        lock(&self.get_stream_stop).cancel();
     }
 
     pub fn touch(&self) {

@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 
 use crate::call::{CallCtx, UpstreamEvent};
 use crate::core::held::HeldListen;
+use crate::face::replay;
 use crate::face::respond::{self, rpc_error, status_only, Body};
 use crate::face::run::{accepts, header_str, tool_name, CallRequest, PostCtx};
 use crate::face::session::{mint_id, InflightGuard, Session};
@@ -99,6 +100,7 @@ pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
         owns,
         app.metrics.sessions("2025"),
     ));
+    let streams = session.streams.clone();
     app.sessions.insert(session);
     info!(session = %&sid[..8], version, "2025 session started");
     let body = jsonrpc::result(
@@ -108,7 +110,20 @@ pub async fn initialize(app: &Arc<App>, pc: &PostCtx<'_>) -> Response<Body> {
     let mut r = if pc.accept_json || !pc.accept_sse {
         respond::json(StatusCode::OK, body)
     } else {
-        let mut r = Response::new(respond::full(framing::sse_event(&body)));
+        let log = protocol::resumable_sse(version)
+            .then(|| replay::StreamLog::open(replay::StreamKind::Post, app.cfg.replay))
+            .flatten();
+        let sse = match log {
+            // A 2025-11-25 client's stream is resumable, this one-event stream too.
+            Some(log) => {
+                log.push(&body);
+                log.end();
+                streams.insert(log.clone());
+                log.backlog_from(0).concat().into()
+            }
+            _ => framing::sse_event(&body),
+        };
+        let mut r = Response::new(respond::full(sse));
         r.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("text/event-stream"),
@@ -337,6 +352,27 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
         Ok(s) => s,
         Err(r) => return r,
     };
+    let resumable = protocol::resumable_sse(&s.version);
+    let mut log = None;
+    if resumable {
+        if let Some(last) = header_str(h, "last-event-id") {
+            match resume(app, &s, last) {
+                Resumed::Get(l, backlog) => log = Some((l, backlog)),
+                Resumed::Answer(r) => return r,
+            }
+        }
+    }
+    if log.is_some() && s.get_stream_open.load(Ordering::Acquire) {
+        // A client resuming its GET stream has lost the old one, even if the bridge has not
+        // noticed yet: the resumed stream takes its place.
+        s.stop_get_stream();
+        for _ in 0..100 {
+            if !s.get_stream_open.load(Ordering::Acquire) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
     if s.get_stream_open.swap(true, Ordering::AcqRel) {
         return rpc_error(
             StatusCode::CONFLICT,
@@ -346,12 +382,31 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
             None,
         );
     }
+    let (log, backlog) = match log {
+        Some((l, backlog)) => {
+            l.reopen();
+            (Some(l), backlog)
+        }
+        None if resumable => match replay::StreamLog::open(replay::StreamKind::Get, app.cfg.replay)
+        {
+            Some(l) => {
+                s.streams.insert(l.clone());
+                let priming = l.backlog_from(0);
+                (Some(l), priming)
+            }
+            None => (None, Vec::new()),
+        },
+        None => (None, Vec::new()),
+    };
     let rx = s.upstream.subscribe();
     // A 2026 child has no GET stream: a listen is held on it for this session instead.
     let held = held_listen(&s);
     let st = GetStream {
+        stop: s.get_stream_token(),
         s,
         held,
+        log,
+        backlog: backlog.into(),
         rx,
         stopping: app.stopping.clone(),
         keepalive: app.cfg.keepalive,
@@ -367,12 +422,62 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
     )))
 }
 
+/// What a GET with `Last-Event-ID` comes to.
+enum Resumed {
+    /// The session's GET stream, resumed: its log and the events to write again first.
+    Get(Arc<replay::StreamLog>, Vec<Bytes>),
+    /// Answered here: a POST stream's rest, or the refusal.
+    Answer(Response<Body>),
+}
+
+/// A 2025-11-25 client resumes a stream of its session from `last` (`Last-Event-ID`): the
+/// events after it are replayed, then the stream goes on (a POST's up to its final answer).
+/// An id that names nothing replayable is a 400, counted by why.
+fn resume(app: &App, s: &Session, last: &str) -> Resumed {
+    let found = s
+        .streams
+        .locate(last)
+        .and_then(|(log, seq)| log.backlog(seq).map(|b| (log, seq, b)));
+    let (log, seq, backlog) = match found {
+        Ok(f) => f,
+        Err(why) => {
+            app.metrics.sse_resumption(why.label());
+            debug!(reason = why.label(), "Last-Event-ID not resumable");
+            return Resumed::Answer(rpc_error(
+                StatusCode::BAD_REQUEST,
+                None,
+                code::INVALID_REQUEST,
+                "Bad Request: Last-Event-ID names no stream of this session that can be resumed \
+                 from there (unknown, expired, or its events left the replay buffer)",
+                Some(&json!({ "reason": why.label() })),
+            ));
+        }
+    };
+    app.metrics.sse_resumption("replayed");
+    match log.kind {
+        replay::StreamKind::Get => Resumed::Get(log, backlog),
+        replay::StreamKind::Post => {
+            let cfg = replay::ReaderCfg {
+                keepalive: app.cfg.keepalive,
+                metrics: app.metrics.clone(),
+            };
+            Resumed::Answer(respond::sse_response(replay::reader(log, seq + 1, cfg)))
+        }
+    }
+}
+
 /// One session's open GET stream. Dropping it (the client went, the session ended, shutdown)
 /// marks the session's stream closed and releases the held listen call.
 struct GetStream {
     s: Arc<Session>,
     /// The listen held on a 2026 child for this session.
     held: HeldListen,
+    /// A 2025-11-25 session's: every event written is numbered and kept here.
+    log: Option<Arc<replay::StreamLog>>,
+    /// Written before anything new: the priming event, or a resumed stream's replay.
+    backlog: std::collections::VecDeque<Bytes>,
+    /// Cancelled when a resumed GET stream takes this one's place (or the session ends).
+    stop: CancellationToken,
     rx: broadcast::Receiver<UpstreamEvent>,
     stopping: CancellationToken,
     keepalive: Duration,
@@ -382,6 +487,10 @@ struct GetStream {
 
 impl Drop for GetStream {
     fn drop(&mut self) {
+        // The log first: a resumed stream may reopen it as soon as the flag is down.
+        if let Some(l) = &self.log {
+            l.end();
+        }
         self.s.get_stream_open.store(false, Ordering::Release);
         self.s.touch();
     }
@@ -399,15 +508,18 @@ enum Then {
 impl GetStream {
     /// The next bytes to write (an SSE event or a keep-alive); None ends the stream.
     async fn next_bytes(&mut self) -> Option<Bytes> {
+        if let Some(b) = self.backlog.pop_front() {
+            return Some(b);
+        }
         loop {
             let ev = tokio::select! {
                 ev = self.rx.recv() => ev,
-                f = self.held.next() => return Some(framing::sse_event(&f)),
+                f = self.held.next() => return Some(self.event(&f)),
                 _ = tokio::time::sleep(self.keepalive) => {
                     self.s.touch();
                     return Some(Bytes::from_static(framing::SSE_KEEPALIVE));
                 }
-                _ = self.s.closed.cancelled() => return None,
+                _ = self.stop.cancelled() => return None,
                 _ = self.stopping.cancelled() => return None,
             };
             match self.on_upstream_event(ev) {
@@ -420,11 +532,19 @@ impl GetStream {
         }
     }
 
+    /// One JSON frame as an SSE event (numbered and kept when the stream is resumable).
+    fn event(&self, frame: &[u8]) -> Bytes {
+        match &self.log {
+            Some(l) => l.push(frame),
+            None => framing::sse_event(frame),
+        }
+    }
+
     /// Upstream traffic outside any call: notifications, and server requests for this session
     /// (offered to its capability gate first).
     fn on_upstream_event(&self, ev: Result<UpstreamEvent, broadcast::error::RecvError>) -> Then {
         match ev {
-            Ok(UpstreamEvent::Notification(f)) => Then::Send(framing::sse_event(&f)),
+            Ok(UpstreamEvent::Notification(f)) => Then::Send(self.event(&f)),
             Ok(UpstreamEvent::ServerRequest { session, frame }) if session == self.s.id => {
                 if let Ok(env) = Envelope::parse(&frame) {
                     if let Some(id) = env.id {
@@ -440,7 +560,7 @@ impl GetStream {
                         }
                     }
                 }
-                Then::Send(framing::sse_event(&frame))
+                Then::Send(self.event(&frame))
             }
             Ok(UpstreamEvent::Restarted) => Then::Restarted,
             Ok(_) => Then::Skip,

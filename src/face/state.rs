@@ -38,6 +38,8 @@ pub struct HttpConfig {
     pub max_sessions: usize,
     pub isolation_session: bool,
     pub keepalive: Duration,
+    /// SSE resumability of 2025-11-25 sessions (`face::replay`).
+    pub replay: crate::config::limits::Replay,
     /// Authentication on the MCP endpoint (none: open).
     pub auth: crate::auth::AuthSlot,
     /// TLS termination (none: plain HTTP).

@@ -25,5 +25,6 @@ mod readme_child;
 mod readme_keepalive;
 mod readme_logs;
 mod readme_sessions_metric;
+mod resume;
 mod rmcp_client;
 mod upstream;
