@@ -42,6 +42,9 @@
 #                           with the reference server in front of its HTTP face (at 2025-11-25
 #                           with `--protocol 2025-11-25`: its 2026 face has no client to sample
 #                           or elicit from, its session face does)
+#   CONFORMANCE_UPSTREAM=chain  with the reference server: `serve --upstream` in front of a
+#                           second `serve` that publishes it through the stdio relay (two
+#                           bridges, both 2026 on every hop)
 #
 # Exit status: 0 only if every requested scenario ran and passed (at least one SUCCESS check,
 # no FAILURE, and no WARNING unless allowed: listed in ALLOWED_WARNINGS below or
@@ -122,6 +125,11 @@ case "$SUITE_VERSION" in
   ;;
 esac
 case "$FIXTURE_KIND" in python | reference) ;; *) die "CONFORMANCE_FIXTURE=$FIXTURE_KIND: python or reference" ;; esac
+case "${CONFORMANCE_UPSTREAM:-0}" in
+0 | 1) ;;
+chain) [ "$FIXTURE_KIND" = reference ] || die "CONFORMANCE_UPSTREAM=chain needs CONFORMANCE_FIXTURE=reference (1 chains two bridges over the Python fixture)" ;;
+*) die "CONFORMANCE_UPSTREAM=${CONFORMANCE_UPSTREAM}: 0, 1 or chain" ;;
+esac
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO" || exit 2
@@ -199,7 +207,19 @@ if [ "$FIXTURE_KIND" = reference ]; then
   REF_PID=$!
   ci_wait_port "$REF_PORT" "$REF_PID" python3 || { tail -n 50 "$REF_LOG" >&2; die "the reference server did not start"; }
 fi
-if [ "${CONFORMANCE_UPSTREAM:-0}" = 1 ] && [ "$FIXTURE_KIND" = reference ]; then
+if [ "${CONFORMANCE_UPSTREAM:-0}" = chain ] && [ "$FIXTURE_KIND" = reference ]; then
+  # Two bridges: the far one publishes the reference server through the stdio relay (its
+  # 2026 child), the near one fronts the far one.
+  FAR_PORT="$(ci_free_port python3)"
+  FAR_LOG="$RESULTS/far-bridge.log"
+  log "starting the far bridge: $BIN serve --port $FAR_PORT -- python3 $RELAY $REF_URL"
+  setsid "$BIN" serve --port "$FAR_PORT" -- python3 "$RELAY" "$REF_URL" >"$FAR_LOG" 2>&1 &
+  FAR_PID=$!
+  ci_wait_listening "$FAR_PID" "$FAR_LOG" || { tail -n 50 "$FAR_LOG" >&2; die "the far bridge did not start"; }
+  log "starting: $BIN serve --port $PORT ${EXTRA_ARGS[*]} --upstream http://127.0.0.1:$FAR_PORT/mcp"
+  setsid "$BIN" serve --port "$PORT" "${EXTRA_ARGS[@]}" --upstream "http://127.0.0.1:$FAR_PORT/mcp" >"$BRIDGE_LOG" 2>&1 &
+  BRIDGE_PID=$!
+elif [ "${CONFORMANCE_UPSTREAM:-0}" = 1 ] && [ "$FIXTURE_KIND" = reference ]; then
   # The reference server's own HTTP face is the upstream. At 2025-11-25 the near bridge speaks
   # 2025 to it: its 2026 face answers test_sampling/test_elicitation without asking anyone.
   UP_ARGS=()
@@ -313,7 +333,9 @@ for line in open(os.path.join(results, "exit-codes.txt")):
 passed = failed = 0
 fixture = "reference" if "fixture reference" in os.environ.get("TITLE", "") else "python"
 via = ""
-if os.environ.get("CONFORMANCE_UPSTREAM") == "1":
+if os.environ.get("CONFORMANCE_UPSTREAM") == "chain":
+    via = " serve --upstream (a chain of two bridges, the far one over the stdio relay)"
+elif os.environ.get("CONFORMANCE_UPSTREAM") == "1":
     via = " serve --upstream" + (" (the reference server's HTTP face)" if fixture == "reference" else " (a chain of two bridges)")
 print("\n=== MCP conformance %s (server mode) via mcp-bridge%s ===" % (os.environ.get("TITLE", ""), via))
 for s in scenarios:
