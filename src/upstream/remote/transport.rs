@@ -415,24 +415,23 @@ impl Remote {
         }
         // JSON (or anything else): read it whole, bounded; a successful one line by line as
         // it arrives, in case it is newline-delimited messages (`answer::drain_json_lines`).
-        let frame = if status.is_success() {
-            self.read_json_lines(resp.into_body(), status, events)
-                .await?
-        } else {
-            let bytes = self.read_body(resp.into_body()).await?;
-            answer::json_answer(status, bytes)?
-        };
+        let frame = self.read_json(resp.into_body(), status, events).await?;
         Ok(Answer { frame, session })
     }
 
-    /// A successful JSON body: the messages on its complete lines as they arrive (events to
-    /// `events`, a response is the answer), then what is left, read as one JSON answer.
-    async fn read_json_lines(
+    /// A JSON body. A successful one: the messages on its complete lines as they arrive
+    /// (events to `events`, a response is the answer), then what is left, read as one JSON
+    /// answer; any other is read whole.
+    async fn read_json(
         &self,
         mut body: Incoming,
         status: StatusCode,
         events: Option<&EventSender>,
     ) -> Result<Option<Bytes>, Fault> {
+        if !status.is_success() {
+            let bytes = self.read_body(body).await?;
+            return answer::json_answer(status, bytes);
+        }
         let mut buf = BytesMut::new();
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| Fault::Broken(chain(&e)))?;
