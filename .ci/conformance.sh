@@ -193,6 +193,37 @@ URL="http://127.0.0.1:$PORT/mcp"
 mkdir -p "$RESULTS" || die "cannot create $RESULTS"
 BRIDGE_LOG="$RESULTS/bridge.log"
 
+# Set before anything is started, so a set-up that dies stops what it started.
+cleanup() {
+  if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
+    kill -TERM "$BRIDGE_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.2; done
+    if kill -0 "$BRIDGE_PID" 2>/dev/null; then
+      log "bridge did not exit within 10 s of SIGTERM; killing its process group"
+      kill -KILL -- "-$BRIDGE_PID" 2>/dev/null
+    fi
+  fi
+  # Whatever is left of the bridge's process group (e.g. an orphaned fixture).
+  [ -n "${BRIDGE_PID:-}" ] && kill -TERM -- "-$BRIDGE_PID" 2>/dev/null
+  BRIDGE_PID=
+  # The far bridge last: the near one ends its session with it first.
+  if [ -n "${FAR_PID:-}" ]; then
+    kill -TERM "$FAR_PID" 2>/dev/null
+    for _ in $(seq 1 50); do kill -0 "$FAR_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$FAR_PID" 2>/dev/null
+    FAR_PID=
+  fi
+  # The reference server last of all (tsx runs it as a child: its whole group).
+  if [ -n "${REF_PID:-}" ]; then
+    kill -TERM -- "-$REF_PID" 2>/dev/null
+    for _ in $(seq 1 25); do kill -0 "$REF_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL -- "-$REF_PID" 2>/dev/null
+    REF_PID=
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
 read -r -a EXTRA_ARGS <<<"${MCP_BRIDGE_ARGS:-}"
 FAR_PID=
 REF_PID=
@@ -249,35 +280,6 @@ else
   BRIDGE_PID=$!
 fi
 
-cleanup() {
-  if [ -n "${BRIDGE_PID:-}" ] && kill -0 "$BRIDGE_PID" 2>/dev/null; then
-    kill -TERM "$BRIDGE_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$BRIDGE_PID" 2>/dev/null || break; sleep 0.2; done
-    if kill -0 "$BRIDGE_PID" 2>/dev/null; then
-      log "bridge did not exit within 10 s of SIGTERM; killing its process group"
-      kill -KILL -- "-$BRIDGE_PID" 2>/dev/null
-    fi
-  fi
-  # Whatever is left of the bridge's process group (e.g. an orphaned fixture).
-  [ -n "${BRIDGE_PID:-}" ] && kill -TERM -- "-$BRIDGE_PID" 2>/dev/null
-  BRIDGE_PID=
-  # The far bridge last: the near one ends its session with it first.
-  if [ -n "${FAR_PID:-}" ]; then
-    kill -TERM "$FAR_PID" 2>/dev/null
-    for _ in $(seq 1 50); do kill -0 "$FAR_PID" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL -- "-$FAR_PID" 2>/dev/null
-    FAR_PID=
-  fi
-  # The reference server last of all (tsx runs it as a child: its whole group).
-  if [ -n "${REF_PID:-}" ]; then
-    kill -TERM -- "-$REF_PID" 2>/dev/null
-    for _ in $(seq 1 25); do kill -0 "$REF_PID" 2>/dev/null || break; sleep 0.2; done
-    kill -KILL -- "-$REF_PID" 2>/dev/null
-    REF_PID=
-  fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 ci_wait_listening "$BRIDGE_PID" "$BRIDGE_LOG"
 case $? in
