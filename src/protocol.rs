@@ -303,6 +303,24 @@ pub fn legacy_result_to_modern(method: &str, result: &RawValue) -> Option<String
     String::from_utf8(out.to_vec()).ok()
 }
 
+/// The 2025 "resource not found" code, retired in 2026-07-28 (2026 implementations MUST NOT
+/// emit it; it became `-32602` with `data.uri`).
+pub const LEGACY_RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// Turn a 2025 upstream's error object into what a 2026 caller may receive: its retired
+/// `-32002` (resource not found) becomes `-32602`, message and `data` kept. None when the
+/// error needs no change (the common case, found by a byte scan before any parse).
+pub fn legacy_error_to_modern(error: &RawValue) -> Option<String> {
+    memchr::memmem::find(error.get().as_bytes(), b"-32002")?;
+    let mut v: serde_json::Value = serde_json::from_str(error.get()).ok()?;
+    let code = v.get_mut("code")?;
+    if code.as_i64() != Some(LEGACY_RESOURCE_NOT_FOUND) {
+        return None;
+    }
+    *code = serde_json::Value::from(-32602);
+    serde_json::to_string(&v).ok()
+}
+
 /// Is this result a 2026 `input_required` (a request for more input, not the final result)?
 /// The one test every layer uses (the rounds, result translation, the tool-result metrics):
 /// a byte scan first, so that the common result is never parsed for it.

@@ -142,6 +142,12 @@ pub async fn start(
     if let Some((ue, caller, method)) = translate {
         h.outcome.translate_with(Box::new(move |o| match o {
             crate::call::Outcome::Result(r) => result_for(&method, Some(ue), caller, &r),
+            crate::call::Outcome::Error(e) if ue == Era::Legacy && caller == Era::Modern => {
+                match protocol::legacy_error_to_modern(&e) {
+                    Some(t) => crate::call::Outcome::Error(jsonrpc::raw(&t)),
+                    None => crate::call::Outcome::Error(e),
+                }
+            }
             o => o,
         }));
     }

@@ -723,3 +723,36 @@ async fn removed_methods_are_404_for_every_child_era_and_a_remote() {
     near.wait_ready(Duration::from_secs(10)).await;
     removed_methods_are_not_found(&near, "serve --upstream").await;
 }
+
+/// A 2025 upstream's `-32002` (resource not found, retired in 2026-07-28, SEP-2164) reaches a
+/// 2026 caller as `-32602` with its message and `data.uri`, from a 2025 child and from a 2025
+/// remote; a 2025 caller still gets the upstream's `-32002`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_resource_not_found_is_invalid_params_for_a_2026_caller() {
+    let c = client();
+    let uri = "demo://no-such-resource";
+    let child = Bridge::demo(&["--demo-era", "legacy"]).await;
+    child.wait_ready(Duration::from_secs(10)).await;
+    let remote = Bridge::serve(&[
+        "--port",
+        "0",
+        "--upstream",
+        &child.url,
+        "--protocol",
+        "2025-11-25",
+    ])
+    .await;
+    remote.wait_ready(Duration::from_secs(10)).await;
+    for (what, b) in [("2025 child", &child), ("2025 remote", &remote)] {
+        let body = modern_request(json!("nf"), "resources/read", json!({"uri": uri}));
+        let r = post_modern(&c, &b.url, &body).await;
+        assert_eq!(r.error_code(), -32602, "{what}: {r:?}");
+        assert_eq!(r.error()["data"]["uri"], uri, "{what}: {r:?}");
+        assert_eq!(r.error()["message"], "Resource not found", "{what}: {r:?}");
+        let s = Session::open(&c, &b.url).await;
+        let r = s
+            .request(json!("nf25"), "resources/read", json!({"uri": uri}))
+            .await;
+        assert_eq!(r.error_code(), -32002, "{what}, 2025 caller: {r:?}");
+    }
+}

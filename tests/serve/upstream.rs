@@ -194,3 +194,44 @@ async fn a_gateway_stops_promptly_with_its_remote_up() {
         near.log.dump()
     );
 }
+
+/// A remote that streams newline-delimited messages in an `application/json` answer (a
+/// notification, then the response: the conformance suite's reference server does) is read
+/// line by line: the caller gets the response, and the progress under its own token; a
+/// one-object answer pretty-printed over several lines is still read whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_streaming_json_lines_is_read_line_by_line() {
+    let far = fake_remote_with(RemoteEra::Modern, |m, _| {
+        if m["method"] != "tools/call" {
+            return None;
+        }
+        let id = &m["id"];
+        let result = |text: &str| {
+            json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete",
+                "content": [{"type": "text", "text": text}]}})
+        };
+        if m["params"]["name"] == "pretty" {
+            let body = serde_json::to_string_pretty(&result("pretty")).unwrap();
+            return Some((200, "application/json", format!("{body}\n")));
+        }
+        let token = m["params"]["_meta"]["progressToken"].clone();
+        let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+            "params": {"progressToken": token, "progress": 50, "total": 100}});
+        let body = format!("{progress}\n{}", result("streamed"));
+        Some((200, "application/json", body))
+    })
+    .await;
+    let near = Bridge::serve(&["--port", "0", "--upstream", &far.url]).await;
+    near.wait_ready(T).await;
+    let c = client();
+
+    let body = modern_tool_call_progress(json!("s"), "echo", json!({}), json!("tok-near"));
+    let r = post_modern(&c, &near.url, &body).await;
+    assert_eq!(r.text(), "streamed", "{r:?}");
+    let progress = r.notifications("notifications/progress");
+    assert_eq!(progress.len(), 1, "{r:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "tok-near", "{r:?}");
+
+    let r = call_modern(&c, &near.url, json!("p"), "pretty", json!({})).await;
+    assert_eq!(r.text(), "pretty", "{r:?}");
+}

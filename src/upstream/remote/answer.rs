@@ -79,6 +79,50 @@ pub(super) fn json_answer(status: StatusCode, bytes: Bytes) -> Result<Option<Byt
     }
 }
 
+/// Take the complete lines of a successful `application/json` body read so far: a server may
+/// stream newline-delimited JSON-RPC messages there (notifications, then its response; the
+/// conformance suite's reference server does, and keeps a `subscriptions/listen` open that
+/// way), where one object is what the transport describes. A line that is a whole JSON-RPC
+/// message is taken: a notification or server request is appended to `met`, a response is the
+/// answer. The first line that is not a whole message (a pretty-printed object's `{`) stops
+/// the scan and stays buffered, so a one-object body is still read whole, by `json_answer`.
+pub(super) fn drain_json_lines(
+    buf: &mut BytesMut,
+    met: &mut Vec<CallEvent>,
+) -> Result<Option<Bytes>, Fault> {
+    loop {
+        let Some(nl) = memchr::memchr(b'\n', buf) else {
+            return Ok(None);
+        };
+        if buf[..nl].iter().all(|b| b.is_ascii_whitespace()) {
+            let _ = buf.split_to(nl + 1);
+            continue;
+        }
+        let line = Bytes::copy_from_slice(&buf[..nl]);
+        let Ok(env) = Envelope::parse(&line) else {
+            return Ok(None);
+        };
+        let event = match env.kind() {
+            Ok(Kind::Response) => {
+                let _ = buf.split_to(nl + 1);
+                return Ok(Some(line.clone()));
+            }
+            Ok(Kind::Notification) => Some(CallEvent::Notification {
+                method: env.method().to_owned(),
+                params: env.params.map(ToOwned::to_owned),
+            }),
+            Ok(Kind::Request) => env.id.map(|id| CallEvent::ServerRequest {
+                id: ToOwned::to_owned(id),
+                method: env.method().to_owned(),
+                params: env.params.map(ToOwned::to_owned),
+            }),
+            Err(_) => return Ok(None),
+        };
+        met.extend(event);
+        let _ = buf.split_to(nl + 1);
+    }
+}
+
 /// What one SSE item is to the exchange.
 #[derive(Debug)]
 pub(super) enum SseAction {
@@ -189,6 +233,29 @@ mod tests {
             drain_sse(&mut d, Some(7), true, &mut met),
             Err(Fault::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn json_lines_stream_events_then_the_answer() {
+        let mut buf = BytesMut::new();
+        let mut met = Vec::new();
+        buf.extend_from_slice(
+            b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\",\"params\":{}}\n{\"jsonrpc\"",
+        );
+        assert_eq!(drain_json_lines(&mut buf, &mut met).unwrap(), None);
+        assert_eq!(met.len(), 1);
+        buf.extend_from_slice(b":\"2.0\",\"id\":7,\"result\":{}}");
+        // No newline yet: left for the end of the body.
+        assert_eq!(drain_json_lines(&mut buf, &mut met).unwrap(), None);
+        let frame = json_answer(StatusCode::OK, buf.split().freeze()).unwrap();
+        assert!(frame.is_some());
+        // A pretty-printed object is not split.
+        let mut buf =
+            BytesMut::from(&b"{\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"result\": {}\n}\n"[..]);
+        let mut met = Vec::new();
+        assert_eq!(drain_json_lines(&mut buf, &mut met).unwrap(), None);
+        assert!(met.is_empty());
+        assert!(json_answer(StatusCode::OK, buf.freeze()).unwrap().is_some());
     }
 
     #[test]

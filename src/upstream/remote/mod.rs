@@ -452,6 +452,11 @@ pub mod fuzzing {
                 let mut buf = BytesMut::new();
                 for c in chunks {
                     answer::append_bounded(&mut buf, c, max)?;
+                    if status.is_success() {
+                        if let Some(f) = answer::drain_json_lines(&mut buf, met)? {
+                            return Ok(Some(f));
+                        }
+                    }
                 }
                 answer::json_answer(status, buf.freeze())
             }

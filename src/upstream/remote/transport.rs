@@ -413,10 +413,39 @@ impl Remote {
                 }
             }
         }
-        // JSON (or anything else): read it whole, bounded.
-        let bytes = self.read_body(resp.into_body()).await?;
-        let frame = answer::json_answer(status, bytes)?;
+        // JSON (or anything else): read it whole, bounded; a successful one line by line as
+        // it arrives, in case it is newline-delimited messages (`answer::drain_json_lines`).
+        let frame = self.read_json(resp.into_body(), status, events).await?;
         Ok(Answer { frame, session })
+    }
+
+    /// A JSON body. A successful one: the messages on its complete lines as they arrive
+    /// (events to `events`, a response is the answer), then what is left, read as one JSON
+    /// answer; any other is read whole.
+    async fn read_json(
+        &self,
+        mut body: Incoming,
+        status: StatusCode,
+        events: Option<&EventSender>,
+    ) -> Result<Option<Bytes>, Fault> {
+        if !status.is_success() {
+            let bytes = self.read_body(body).await?;
+            return answer::json_answer(status, bytes);
+        }
+        let mut buf = BytesMut::new();
+        while let Some(frame) = body.frame().await {
+            let frame = frame.map_err(|e| Fault::Broken(chain(&e)))?;
+            if let Ok(data) = frame.into_data() {
+                answer::append_bounded(&mut buf, &data, self.cfg.max_response)?;
+                let mut met = Vec::new();
+                let r = answer::drain_json_lines(&mut buf, &mut met);
+                forward(events, met).await;
+                if let Some(f) = r? {
+                    return Ok(Some(f));
+                }
+            }
+        }
+        answer::json_answer(status, buf.freeze())
     }
 
     /// The next body frame, or None at the end; a stream silent past `--idle-timeout` is an
