@@ -123,6 +123,30 @@ pub(super) fn drain_json_lines(
     }
 }
 
+/// Feed `data` (the next piece of a successful `application/json` body) into `buf`, line by
+/// line: each line is bounded by `max` with what is still buffered before it, then the
+/// complete lines are taken ([`drain_json_lines`]). Cutting at every newline makes the outcome
+/// the same however the body arrives in pieces (one piece or many): the fuzz target
+/// `remote_answer` found a body that was too large whole but a malformed line in pieces.
+pub(super) fn feed_json(
+    buf: &mut BytesMut,
+    data: &[u8],
+    max: usize,
+    met: &mut Vec<CallEvent>,
+) -> Result<Option<Bytes>, Fault> {
+    let mut rest = data;
+    while !rest.is_empty() {
+        let cut = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+        let (line, tail) = rest.split_at(cut);
+        append_bounded(buf, line, max)?;
+        if let Some(f) = drain_json_lines(buf, met)? {
+            return Ok(Some(f));
+        }
+        rest = tail;
+    }
+    Ok(None)
+}
+
 /// What one SSE item is to the exchange.
 #[derive(Debug)]
 pub(super) enum SseAction {

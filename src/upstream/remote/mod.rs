@@ -451,11 +451,10 @@ pub mod fuzzing {
             Head::Body => {
                 let mut buf = BytesMut::new();
                 for c in chunks {
-                    answer::append_bounded(&mut buf, c, max)?;
-                    if status.is_success() {
-                        if let Some(f) = answer::drain_json_lines(&mut buf, met)? {
-                            return Ok(Some(f));
-                        }
+                    if !status.is_success() {
+                        answer::append_bounded(&mut buf, c, max)?;
+                    } else if let Some(f) = answer::feed_json(&mut buf, c, max, met)? {
+                        return Ok(Some(f));
                     }
                 }
                 answer::json_answer(status, buf.freeze())

@@ -436,9 +436,8 @@ impl Remote {
         while let Some(frame) = body.frame().await {
             let frame = frame.map_err(|e| Fault::Broken(chain(&e)))?;
             if let Ok(data) = frame.into_data() {
-                answer::append_bounded(&mut buf, &data, self.cfg.max_response)?;
                 let mut met = Vec::new();
-                let r = answer::drain_json_lines(&mut buf, &mut met);
+                let r = answer::feed_json(&mut buf, &data, self.cfg.max_response, &mut met);
                 forward(events, met).await;
                 if let Some(f) = r? {
                     return Ok(Some(f));
