@@ -91,6 +91,10 @@ class Host:
     def request(self, rid: int, method: str, params: dict) -> dict:
         """Send a request; return its response (answering server requests meanwhile)."""
         self.send({"jsonrpc": "2.0", "id": rid, "method": method, "params": params})
+        return self.wait(rid, method)
+
+    def wait(self, rid: int, method: str) -> dict:
+        """The response to `rid`; server requests met on the way get `server_request`'s answer."""
         while True:
             left = self.deadline - time.monotonic()
             if left <= 0:
@@ -107,10 +111,13 @@ class Host:
                 raise ValueError(f"not JSON on the bridge's stdout: {raw[:200]!r}") from None
             if msg.get("id") == rid and ("result" in msg or "error" in msg):
                 return msg
-            if "method" in msg and "id" in msg:  # a server request: this host offers nothing
-                self.send({"jsonrpc": "2.0", "id": msg["id"],
-                           "error": {"code": -32601, "message": "not supported by this host"}})
+            if "method" in msg and "id" in msg:
+                self.send({"jsonrpc": "2.0", "id": msg["id"], **self.server_request(msg)})
             # notifications (logging, list changes, progress) are ignored
+
+    def server_request(self, msg: dict) -> dict:
+        """The answer to a server request: this host offers nothing."""
+        return {"error": {"code": -32601, "message": "not supported by this host"}}
 
     def close(self, hurry: bool) -> int | None:
         """Close stdin and wait for the bridge. A call still waiting for a login keeps connect

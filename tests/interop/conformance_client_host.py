@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import sys
 import time
 
@@ -91,26 +90,8 @@ class Host(base.Host):
                 params.pop("requestState", None)
         raise RuntimeError(f"{method}: still input_required after 8 rounds")
 
-    def wait(self, rid: int, method: str) -> dict:
-        while True:
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(f"no answer to {method} before the host's deadline")
-            try:
-                raw = self.lines.get(timeout=left)
-            except queue.Empty:
-                continue
-            if raw is None:
-                raise EOFError(f"the bridge closed stdout before answering {method}")
-            try:
-                msg = json.loads(raw)
-            except ValueError:
-                raise ValueError(f"not JSON on the bridge's stdout: {raw[:200]!r}") from None
-            if msg.get("id") == rid and ("result" in msg or "error" in msg):
-                return msg
-            if "method" in msg and "id" in msg:
-                self.send({"jsonrpc": "2.0", "id": msg["id"],
-                           "result": answer(msg["method"], msg.get("params") or {})})
+    def server_request(self, msg: dict) -> dict:
+        return {"result": answer(msg["method"], msg.get("params") or {})}
 
 
 def answer(method: str | None, params: dict) -> dict:
