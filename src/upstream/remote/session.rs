@@ -19,6 +19,9 @@ use crate::framing::SseDecoder;
 use crate::jsonrpc::{self, Envelope};
 use crate::protocol;
 
+/// How long a new session's first call waits for the GET stream to open (or be refused).
+const GET_READY_WAIT: Duration = Duration::from_secs(1);
+
 impl Remote {
     pub(super) fn session_headers(&self, s: &Session) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -43,6 +46,15 @@ impl Remote {
         *g = Some(s.clone());
         drop(g);
         self.start_get_stream(s.clone());
+        // The first call waits (briefly) for the GET stream: a server may send a request for
+        // that call on it, and some (the TypeScript SDK's) drop what they would send there
+        // while no GET stream is open, which would leave the call waiting for ever.
+        if !self.wait_get_stream(GET_READY_WAIT).await {
+            debug!(
+                "GET stream not open within {} ms: going on without it",
+                GET_READY_WAIT.as_millis()
+            );
+        }
         Ok(s)
     }
 
@@ -214,11 +226,13 @@ impl Remote {
                 }
                 Ok(r) => {
                     debug!("GET stream: HTTP {}", r.status().as_u16());
+                    self.get_state.send_replace(GET_NONE);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
                 Err(f) => {
                     self.count_fault(&f);
+                    self.get_state.send_replace(GET_NONE);
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
