@@ -12,6 +12,11 @@
 #                        2026-07-28): the child's `input_required` must reach the client as a real
 #                        elicitation/create request on the call's SSE stream, then a retry upstream.
 #   ts2025-demo-modern   same client -> serve --demo --demo-era modern, tool `elicit`.
+#   ts2025-everything-tasks       two TypeScript SDK clients (two sessions) -> serve -> server-everything:
+#                        2025-11-25 tasks (`simulate-research-query`) through the bridge's task book
+#                        (tests/interop/tasks_ts_client.mjs): the bridge's task ids, the owner's
+#                        get/list/result/cancel, -32602 and an empty list to the other session.
+#   ts2025-everything-tasks-pool  the same with a pool of two server-everything children.
 #
 # Each scenario gets its own bridge on a free port; besides the client's checks the script checks
 # (from the bridge log) that the child was probed as the intended era, so a scenario cannot pass
@@ -33,9 +38,10 @@
 set -uo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" interop-eras || exit 2
-# Floor: per scenario the child-era check and at least one client check (4 scenarios by
-# default); not yet the measured total.
-ci_expect $((2 * $(wc -w <<<"${INTEROP_ERAS_SCENARIOS:-py2026-everything py2026-demo-legacy ts2025-python-modern ts2025-demo-modern}")))
+# Floor: per scenario the child-era check and at least one client check.
+ALL_SCENARIOS="py2026-everything py2026-demo-legacy ts2025-python-modern ts2025-demo-modern ts2025-everything-tasks ts2025-everything-tasks-pool"
+# The measured total for all six; a subset expects two per scenario.
+if [ -z "${INTEROP_ERAS_SCENARIOS:-}" ]; then ci_expect 52; else ci_expect $((2 * $(wc -w <<<"$INTEROP_ERAS_SCENARIOS"))); fi
 
 PY_SDK_VERSION=2.3.0
 TS_SDK_VERSION=1.32.2
@@ -47,14 +53,15 @@ BIN="${MCP_BRIDGE_BIN:-target/release/mcp-bridge}"
 VENV="${INTEROP_PYTHON_VENV:-$REPO/target/interop-python-venv}"
 PY_BOOT="${INTEROP_PYTHON:-python3}"
 NODE_DIR="${INTEROP_NODE_DIR:-$REPO/target/interop-eras-node}"
-SCENARIOS="${INTEROP_ERAS_SCENARIOS:-py2026-everything py2026-demo-legacy ts2025-python-modern ts2025-demo-modern}"
+SCENARIOS="${INTEROP_ERAS_SCENARIOS:-$ALL_SCENARIOS}"
 PY_CLIENT="tests/interop/eras_python_client.py"
 TS_CLIENT="tests/interop/eras_ts_client.mjs"
+TASKS_CLIENT="tests/interop/tasks_ts_client.mjs"
 MODERN_SERVER="$REPO/tests/interop/eras_modern_server.py"
 
 ci_check_bin "$BIN"
 BIN="$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")"
-for f in "$PY_CLIENT" "$TS_CLIENT" "$MODERN_SERVER"; do [ -f "$f" ] || die "$f missing"; done
+for f in "$PY_CLIENT" "$TS_CLIENT" "$TASKS_CLIENT" "$MODERN_SERVER"; do [ -f "$f" ] || die "$f missing"; done
 command -v "$PY_BOOT" >/dev/null || die "$PY_BOOT is required"
 NODE="$(command -v node)" || die "node is required"
 command -v npm >/dev/null || die "npm is required"
@@ -100,6 +107,7 @@ scenario() {
   case "$kind" in
     py) client=("$PY" "$PY_CLIENT" "$url" --target "$target") ;;
     ts) client=("$NODE" "$TS_CLIENT" "$url" --target "$target") ;;
+    tasks) client=("$NODE" "$TASKS_CLIENT" "$url") ;;
   esac
   BRIDGE_LOG="$(mktemp -t mcpb-interop-eras.XXXXXX.log)"
   log "$name: $BIN serve --port $port ${serve_args[*]}"
@@ -117,7 +125,9 @@ scenario() {
       echo "FAIL $name child era: want $want_era, bridge log says '${era:-nothing}'"; sf=$((sf + 1))
     fi
 
-    out="$(timeout 180 "${client[@]}" "${TRACE_ARG[@]}")"
+    local targs=("${TRACE_ARG[@]}")
+    [ "$kind" = tasks ] && targs=()   # the tasks client has no --trace
+    out="$(timeout 180 "${client[@]}" "${targs[@]}")"
     rc=$?
     ci_client_counts "$out" "$rc" || echo "FAIL $name client: no summary line (exit $rc)"
     sp=$((sp + CI_P)); sf=$((sf + CI_F))
@@ -145,6 +155,9 @@ for s in $SCENARIOS; do
     py2026-demo-legacy)   scenario "$s" 2025 py demo --demo --demo-era legacy ;;
     ts2025-python-modern) scenario "$s" 2026 ts python -- "$PY" "$MODERN_SERVER" ;;
     ts2025-demo-modern)   scenario "$s" 2026 ts demo --demo --demo-era modern ;;
+    ts2025-everything-tasks) scenario "$s" 2025 tasks everything -- "$NODE" "$EVERYTHING" stdio ;;
+    ts2025-everything-tasks-pool)
+      scenario "$s" 2025 tasks everything --pool-min 2 --pool-max 2 -- "$NODE" "$EVERYTHING" stdio ;;
     *) echo "FAIL $s: unknown scenario"; ci_add 0 1; RC=1 ;;
   esac
 done

@@ -35,6 +35,10 @@ pub struct CallCtx {
     /// A `tools/call`'s tool name when the face has read it already (saves the upstream a
     /// parse of the params for its metrics label).
     pub tool: Option<Box<str>>,
+    /// Whose call it is, for what it leaves behind at the upstream (tasks,
+    /// [`crate::core::tasks`]): the caller's principal and, for a 2025 caller, its session.
+    /// None: the one host of `connect`, or the bridge's own calls.
+    pub owner: crate::core::tasks::Owner,
 }
 
 impl CallCtx {
@@ -48,6 +52,7 @@ impl CallCtx {
             accepts_server_requests: false,
             log_level: None,
             tool: None,
+            owner: None,
         }
     }
 }
@@ -105,7 +110,6 @@ impl Clone for EventSender {
 }
 
 /// The receiving side of a call's event queue (see [`EventSender`]).
-#[derive(Debug)]
 pub struct EventReceiver {
     rx: mpsc::Receiver<CallEvent>,
     /// Every sender is gone and every event was taken.
@@ -113,7 +117,22 @@ pub struct EventReceiver {
     /// `notifications/message` below this rank are dropped (`crate::core`'s log floor of a
     /// 2026 caller on a 2025 upstream); 0 lets every message through.
     log_floor: usize,
+    /// What every event passes through before it is taken (None: dropped), if anything.
+    map: Option<EventMap>,
 }
+
+impl std::fmt::Debug for EventReceiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EventReceiver")
+            .field("ended", &self.ended)
+            .field("log_floor", &self.log_floor)
+            .field("mapped", &self.map.is_some())
+            .finish()
+    }
+}
+
+/// A rewrite of a call's events (`crate::core::tasks`: the upstream's task ids).
+pub type EventMap = Box<dyn Fn(CallEvent) -> Option<CallEvent> + Send + Sync>;
 
 /// A queue of `capacity` events.
 pub fn event_queue(capacity: usize) -> (EventSender, EventReceiver) {
@@ -125,6 +144,7 @@ pub fn event_queue(capacity: usize) -> (EventSender, EventReceiver) {
             rx,
             ended: false,
             log_floor: 0,
+            map: None,
         },
     )
 }
@@ -155,7 +175,11 @@ impl EventReceiver {
             self.ended |= ev.is_none();
             match ev {
                 Some(e) if self.below_floor(&e) => continue,
-                ev => return ev,
+                Some(e) => match self.mapped(e) {
+                    Some(e) => return Some(e),
+                    None => continue,
+                },
+                None => return None,
             }
         }
     }
@@ -165,8 +189,22 @@ impl EventReceiver {
             self.ended |= matches!(r, Err(mpsc::TryRecvError::Closed));
             match r {
                 Ok(e) if self.below_floor(&e) => continue,
+                Ok(e) => match self.mapped(e) {
+                    Some(e) => return Ok(e),
+                    None => continue,
+                },
                 r => return r,
             }
+        }
+    }
+    /// Have every event pass through `f` from here on (None from it: the event is dropped).
+    pub fn map_with(&mut self, f: EventMap) {
+        self.map = Some(f);
+    }
+    fn mapped(&self, e: CallEvent) -> Option<CallEvent> {
+        match &self.map {
+            Some(f) => f(e),
+            None => Some(e),
         }
     }
     /// Drop `notifications/message` below `rank` from here on (`usize::MAX`: every one).
@@ -558,8 +596,12 @@ pub struct OutcomeRx {
 
 impl OutcomeRx {
     /// Translate the outcome with `f` when it arrives.
+    /// Have the outcome pass through `f` on its way to the caller (after any earlier `f`).
     pub fn translate_with(&mut self, f: Translate) {
-        self.translate = Some(f);
+        self.translate = Some(match self.translate.take() {
+            Some(first) => Box::new(move |o| f(first(o))),
+            None => f,
+        });
     }
     fn deliver(&mut self, o: Outcome) -> Outcome {
         match self.translate.take() {
@@ -717,6 +759,11 @@ pub trait Upstream: Send + Sync {
     }
     /// Stop it (a per-session upstream whose session ended).
     fn stop(&self);
+    /// The tasks this upstream runs for callers of the bridge ([`crate::core::tasks`]); None
+    /// for an upstream whose calls do not leave tasks behind.
+    fn task_book(&self) -> Option<Arc<crate::core::tasks::TaskBook>> {
+        None
+    }
 }
 
 /// How faces hold an upstream.

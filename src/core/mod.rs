@@ -51,11 +51,18 @@
 //!    later requests) and `resources/subscribe`/`unsubscribe` (the URIs of the listen the
 //!    bridge holds for the caller, answered once that listen has the change, within
 //!    [`LISTEN_SETUP`]). Serve and connect each had a copy, with different bounds.
+//! 9. **Tasks belong to their caller and their process** ([`tasks`], in [`start`]): a task an
+//!    upstream creates is handed out under an id the bridge mints, with its owner and the
+//!    process that runs it; `tasks/*` go to that process under its own id, another owner's
+//!    task is unknown (`-32602`), and every task id on the way back is the bridge's. An
+//!    upstream offers its book ([`crate::call::Upstream::task_book`]); the rule is applied
+//!    here only.
 
 pub mod caller;
 pub mod held;
 pub mod inbox;
 pub mod meter;
+pub mod tasks;
 
 use std::time::Duration;
 
@@ -93,6 +100,18 @@ pub async fn start(
     mut call: Call,
     wait: Duration,
 ) -> Result<CallHandle, BridgeError> {
+    // Rule 9: a tasks method goes to the process that runs its task, under its id there.
+    let book = up.task_book();
+    let mut target = up.clone();
+    let mut routed = None;
+    if let Some(b) = &book {
+        if let Some(r) = b.route(&call.method, call.params.as_deref(), &call.ctx.owner)? {
+            call.params = Some(r.params);
+            target = r.on;
+            routed = Some(r.ids);
+        }
+    }
+    let up = &target;
     let upstream_era = up.info(wait).await.ok().map(|i| i.era);
     let modern_on_legacy = call.ctx.client_era == Era::Modern && upstream_era == Some(Era::Legacy);
     let mut floor = None;
@@ -135,9 +154,22 @@ pub async fn start(
     let translate = upstream_era
         .filter(|e| *e != call.ctx.client_era || *e == Era::Modern)
         .map(|ue| (ue, call.ctx.client_era, call.method.clone()));
+    let tasked = book.filter(|_| tasks::may_name_tasks(&call));
+    let (method, owner) = (call.method.clone(), call.ctx.owner.clone());
     let mut h = up.call(call, wait).await?;
     if let Some(rank) = floor {
         h.events.drop_logs_below(rank);
+    }
+    if let Some(b) = tasked {
+        // Rule 9: the upstream's task ids become the bridge's on the way back (before the
+        // era translation below, which reads the result as the caller will).
+        let on = h.via().cloned().unwrap_or_else(|| up.clone());
+        let (b2, owner2, on2) = (b.clone(), owner.clone(), on.clone());
+        h.events
+            .map_with(Box::new(move |ev| b2.event(ev, &owner2, &on2)));
+        h.outcome.translate_with(Box::new(move |o| {
+            b.outcome(&method, &owner, &on, routed.as_ref(), o)
+        }));
     }
     if let Some((ue, caller, method)) = translate {
         h.outcome.translate_with(Box::new(move |o| match o {

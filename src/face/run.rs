@@ -20,7 +20,7 @@ use crate::call::{Call, CallCtx, SharedUpstream};
 use crate::face::respond::{self, Body, Responder};
 use crate::face::session::{InflightGuard, Session};
 use crate::face::state::App;
-use crate::jsonrpc::{self, code, Envelope, Kind};
+use crate::jsonrpc::{self, Envelope, Kind};
 use crate::protocol::Era;
 
 /// What the `Accept` header takes: (JSON, SSE). No header takes both.
@@ -152,7 +152,7 @@ impl App {
             Ok(h) => h,
             Err(e) => {
                 span.in_scope(|| debug!("upstream unavailable: {e}"));
-                self.meter.refused(method, code::UPSTREAM_UNAVAILABLE);
+                self.meter.refused(method, e.code());
                 return respond::json(
                     StatusCode::OK,
                     jsonrpc::error_raw(Some(id), &e.error_object()),

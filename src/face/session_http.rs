@@ -286,6 +286,8 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
             && crate::era::mrtr::declares_any_input(s.client_caps().as_deref()),
         log_level: Some(s.caller.log_level().unwrap_or("debug")),
         tool: tool_name(method, &pc.view),
+        // A 2025 caller's tasks are its session's (the session id is its secret).
+        owner: Some(s.id.clone()),
     };
     let Some(cancel) = s.begin_call(rid) else {
         let msg =
@@ -330,6 +332,7 @@ fn held_listen(s: &Arc<Session>) -> HeldListen {
         accepts_server_requests: false,
         log_level: None,
         tool: None,
+        owner: Some(me.id.clone()),
     };
     HeldListen::new(s.upstream.clone(), Arc::clone(&s.subs), Box::new(ctx))
 }
@@ -540,12 +543,32 @@ impl GetStream {
         }
     }
 
+    /// `frame` with the upstream's task ids as this session knows them (`crate::core::tasks`);
+    /// None: a status notification about a task of someone else.
+    fn task_view(&self, frame: Bytes) -> Option<Bytes> {
+        let Some(book) = self.s.upstream.task_book() else {
+            return Some(frame);
+        };
+        let owner = Some(self.s.id.clone());
+        match book.stream_frame(&frame, &owner) {
+            crate::core::tasks::Frame::Keep => Some(frame),
+            crate::core::tasks::Frame::Drop => None,
+            crate::core::tasks::Frame::Rewritten(f) => Some(Bytes::from(f)),
+        }
+    }
+
     /// Upstream traffic outside any call: notifications, and server requests for this session
     /// (offered to its capability gate first).
     fn on_upstream_event(&self, ev: Result<UpstreamEvent, broadcast::error::RecvError>) -> Then {
         match ev {
-            Ok(UpstreamEvent::Notification(f)) => Then::Send(self.event(&f)),
+            Ok(UpstreamEvent::Notification(f)) => match self.task_view(f) {
+                Some(f) => Then::Send(self.event(&f)),
+                None => Then::Skip,
+            },
             Ok(UpstreamEvent::ServerRequest { session, frame }) if session == self.s.id => {
+                let Some(frame) = self.task_view(frame) else {
+                    return Then::Skip;
+                };
                 if let Ok(env) = Envelope::parse(&frame) {
                     if let Some(id) = env.id {
                         let admitted = respond::ServerRequestSink::admit(

@@ -131,6 +131,8 @@ pub struct ChildPool {
     metrics: Arc<Metrics>,
     stop: CancellationToken,
     tracker: TaskTracker,
+    /// The tasks its children run (`crate::core::tasks`); a child running one is not idle.
+    tasks: Arc<crate::core::tasks::TaskBook>,
 }
 
 /// What a call placement found.
@@ -164,6 +166,7 @@ impl ChildPool {
             metrics,
             stop,
             tracker: tracker.clone(),
+            tasks: Default::default(),
         });
         {
             let mut g = pool.lock();
@@ -336,6 +339,7 @@ impl ChildPool {
         Arc::new(Pinned {
             member: m,
             released: std::sync::atomic::AtomicBool::new(false),
+            tasks: self.tasks.clone(),
         })
     }
 
@@ -344,7 +348,8 @@ impl ChildPool {
         let mut g = self.lock();
         g.retain(|m| !m.up.is_stopped());
         for m in g.iter() {
-            if m.up.load() > 0 || m.pins.load(Ordering::Relaxed) > 0 {
+            let on: SharedUpstream = m.up.clone();
+            if m.up.load() > 0 || m.pins.load(Ordering::Relaxed) > 0 || self.tasks.runs_on(&on) {
                 m.touch();
             }
         }
@@ -469,6 +474,9 @@ impl Upstream for ChildPool {
     fn stop(&self) {
         self.stop.cancel();
     }
+    fn task_book(&self) -> Option<Arc<crate::core::tasks::TaskBook>> {
+        Some(self.tasks.clone())
+    }
 }
 
 /// A 2025 session's hold on one child of a pool: everything goes to that child; dropping it
@@ -476,6 +484,7 @@ impl Upstream for ChildPool {
 struct Pinned {
     member: Arc<Member>,
     released: std::sync::atomic::AtomicBool,
+    tasks: Arc<crate::core::tasks::TaskBook>,
 }
 
 impl Pinned {
@@ -504,7 +513,9 @@ impl Upstream for Pinned {
         Box::pin(self.member.up.info(wait))
     }
     fn call(&self, call: Call, wait: Duration) -> BoxFuture<'_, Result<CallHandle, BridgeError>> {
-        Box::pin(self.member.up.call(call, wait))
+        // Marked with the child itself, so that what outlives the pin (a task) names it.
+        let via: SharedUpstream = self.member.up.clone();
+        Box::pin(async move { Ok(self.member.up.call(call, wait).await?.answered_via(via)) })
     }
     fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
         self.member.up.subscribe()
@@ -524,6 +535,9 @@ impl Upstream for Pinned {
     }
     fn stop(&self) {
         self.release();
+    }
+    fn task_book(&self) -> Option<Arc<crate::core::tasks::TaskBook>> {
+        Some(self.tasks.clone())
     }
 }
 

@@ -65,6 +65,8 @@ pub struct RemoteUpstream {
     /// Where calls a 2025 caller hung up on wait for their answer or deadline (a reaper on
     /// `tracker`, until `stop`).
     detached: crate::call::Detached,
+    /// The tasks it runs for callers of the bridge (`crate::core::tasks`).
+    tasks: Arc<crate::core::tasks::TaskBook>,
 }
 
 impl RemoteUpstream {
@@ -97,6 +99,7 @@ impl RemoteUpstream {
             tracker: tracker.clone(),
             stop: stop.clone(),
             detached: crate::call::Detached::start(tracker, stop.clone(), metrics.clone()),
+            tasks: Default::default(),
         });
         info!(server = %name, %url, "remote upstream");
         tracker.spawn(me.clone().pump(erx));
@@ -360,5 +363,8 @@ impl Upstream for RemoteUpstream {
     }
     fn stop(&self) {
         self.stop.cancel();
+    }
+    fn task_book(&self) -> Option<Arc<crate::core::tasks::TaskBook>> {
+        Some(self.tasks.clone())
     }
 }

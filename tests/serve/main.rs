@@ -27,4 +27,5 @@ mod readme_logs;
 mod readme_sessions_metric;
 mod resume;
 mod rmcp_client;
+mod tasks;
 mod upstream;

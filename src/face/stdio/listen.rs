@@ -145,6 +145,7 @@ impl Face {
             accepts_server_requests: false,
             log_level: None,
             tool: None,
+            owner: None,
         };
         // Made here, not in the task: it holds the set from now on (`resources/subscribe`
         // waits for its acknowledgement).

@@ -577,6 +577,7 @@ impl Face {
             accepts_server_requests: true,
             log_level: None,
             tool: None,
+            owner: None,
         })
     }
 

@@ -102,6 +102,8 @@ struct Inner {
     /// Where the calls of every process of this child that a 2025 caller hung up on wait for
     /// their answer or deadline (one reaper on `tracker`, until `shutdown`).
     detached: crate::call::Detached,
+    /// The tasks it runs for callers (`crate::core::tasks`; a pool member's are the pool's).
+    tasks: Arc<crate::core::tasks::TaskBook>,
 }
 
 /// Handle to a supervised child. Cheap to clone.
@@ -138,6 +140,7 @@ impl ChildUpstream {
             shutdown,
             metrics,
             tracker: tracker.clone(),
+            tasks: Default::default(),
         });
         let this = Self { inner };
         let sup = this.clone();
@@ -368,5 +371,8 @@ impl Upstream for ChildUpstream {
     }
     fn stop(&self) {
         ChildUpstream::stop(self)
+    }
+    fn task_book(&self) -> Option<Arc<crate::core::tasks::TaskBook>> {
+        Some(self.inner.tasks.clone())
     }
 }
