@@ -1,5 +1,6 @@
 //! A 2026 caller's input rounds in front of a 2025 child that asks the 2025 way
-//! (`tests/fixtures/conformance_server.py`): a request for a capability the caller
+//! (`tests/fixtures/conformance_server.py`): server requests it sends at once are one
+//! `input_required` round however they are spaced, and a request for a capability the caller
 //! did not declare is refused to the child as `-32021` naming it, so a child that fails its
 //! call with that error answers the caller as a 2026 server would (HTTP 400).
 
@@ -29,6 +30,59 @@ fn call(id: i64, tool: &str, args: Value, caps: Value, extra: Value) -> Value {
         p.extend(e.clone());
     }
     modern_request(json!(id), "tools/call", params)
+}
+
+/// Three requests the child starts 10 ms apart (one thread each, all in flight together) are
+/// one round of three `inputRequests`, not a round of one and two requests refused for want of
+/// an addressee; the retry answering all three completes the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_of_a_2025_child_are_one_round() {
+    let b = serve_fixture().await;
+    let c = client();
+    let caps = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+    let tool = "test_input_required_result_multiple_inputs";
+    let args = json!({"stagger_ms": 10});
+    let r = post_modern(
+        &c,
+        &b.url,
+        &call(1, tool, args.clone(), caps.clone(), json!({})),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let res = r.result().clone();
+    assert_eq!(res["resultType"], "input_required", "{res}");
+    let reqs = res["inputRequests"].as_object().expect("inputRequests");
+    let mut methods: Vec<&str> = reqs.values().filter_map(|v| v["method"].as_str()).collect();
+    methods.sort_unstable();
+    assert_eq!(
+        methods,
+        ["elicitation/create", "roots/list", "sampling/createMessage"],
+        "{res}"
+    );
+    let mut answers = serde_json::Map::new();
+    for (k, v) in reqs {
+        let a = match v["method"].as_str().unwrap() {
+            "elicitation/create" => json!({"action": "accept", "content": {"name": "Ada"}}),
+            "sampling/createMessage" => json!({"role": "assistant", "model": "m",
+                "content": {"type": "text", "text": "hi there"}}),
+            _ => json!({"roots": [{"uri": "file:///srv", "name": "srv"}]}),
+        };
+        answers.insert(k.clone(), a);
+    }
+    let retry = call(
+        2,
+        tool,
+        args,
+        caps,
+        json!({"inputResponses": answers, "requestState": res["requestState"]}),
+    );
+    let r = post_modern(&c, &b.url, &retry).await;
+    assert_eq!(r.result()["resultType"], "complete", "{r:?}");
+    assert_eq!(
+        r.text(),
+        "name=Ada, greeting=hi there, roots=file:///srv",
+        "{r:?}"
+    );
 }
 
 /// A tool that cannot work without sampling, called by a 2026 caller that did not declare
