@@ -309,6 +309,32 @@ pub fn capability_declared(caps: Option<&RawValue>, need: (&str, Option<&str>)) 
     }
 }
 
+/// A 2025 upstream's request for input its 2026 caller did not declare, refused to the
+/// upstream the 2026 way: `-32021` MissingRequiredClientCapability with
+/// `data.requiredCapabilities` naming what the request needs (`{"sampling":{}}`,
+/// `{"elicitation":{"url":{}}}`, …). A 2025 server that fails its call with the error it got
+/// thereby answers the 2026 caller as a 2026 server would (HTTP 400 on the modern face).
+pub fn missing_capability_refusal(
+    id: &str,
+    method: &str,
+    params: Option<&RawValue>,
+    why: &str,
+) -> bytes::Bytes {
+    let data = required_capability(method, params).map(|(top, sub)| {
+        let inner = match sub {
+            Some(s) => serde_json::json!({ s: {} }),
+            None => serde_json::json!({}),
+        };
+        serde_json::json!({"requiredCapabilities": { top: inner }})
+    });
+    crate::jsonrpc::error(
+        Some(id),
+        crate::jsonrpc::code::MISSING_CLIENT_CAPABILITY,
+        why,
+        data.as_ref(),
+    )
+}
+
 /// Did a caller declare any capability a server request needs (sampling, elicitation,
 /// roots)? One that declared none can be asked nothing: it is never an addressee of a 2025
 /// child's requests, and never held back for one (`upstream::child`'s attribution).
@@ -714,6 +740,33 @@ mod tests {
             "notifications/elicitation/complete"
         ));
         assert!(!is_legacy_only_notification("notifications/progress"));
+    }
+
+    #[test]
+    fn undeclared_requests_are_refused_naming_the_capability() {
+        let v = |b: bytes::Bytes| serde_json::from_slice::<Value>(&b).unwrap();
+        let url = raw(r#"{"mode":"url","message":"m","url":"https://x"}"#);
+        let r = v(missing_capability_refusal(
+            "\"s-1\"",
+            "elicitation/create",
+            Some(&url),
+            "why",
+        ));
+        assert_eq!(r["id"], "s-1");
+        assert_eq!(r["error"]["code"], -32021);
+        assert_eq!(r["error"]["message"], "why");
+        assert_eq!(
+            r["error"]["data"]["requiredCapabilities"],
+            serde_json::json!({"elicitation": {"url": {}}})
+        );
+        let r = v(missing_capability_refusal("7", "roots/list", None, "why"));
+        assert_eq!(
+            r["error"]["data"]["requiredCapabilities"],
+            serde_json::json!({"roots": {}})
+        );
+        // A method that needs no capability names none.
+        let r = v(missing_capability_refusal("7", "ping", None, "why"));
+        assert!(r["error"].get("data").is_none(), "{r}");
     }
 
     #[test]

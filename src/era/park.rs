@@ -3,7 +3,7 @@
 //! capability for become the caller's `inputRequests` (keys `input1`, `input2`, …) and the
 //! call is parked under a signed `requestState` (bound to the caller, method and params
 //! digest, for one round, until its TTL); the others are refused to the upstream with
-//! -32601, and when the store is full every request is refused (-32603) and the call goes on
+//! -32021 naming the capability (`mrtr::missing_capability_refusal`), and when the store is full every request is refused (-32603) and the call goes on
 //! without input. Resuming is here too (`resume`): the caller's retry is verified against the
 //! same binding, its `inputResponses` become responses to the upstream under the upstream's
 //! own ids, a partial answer asks again for what is missing (the next round, same parked call),
@@ -22,8 +22,8 @@ use bytes::Bytes;
 use serde_json::value::RawValue;
 
 use crate::era::mrtr::{
-    capability_declared, required_capability, to_modern_input, InputWait, ParkStore, Parked,
-    StateSigner,
+    capability_declared, missing_capability_refusal, required_capability, to_modern_input,
+    InputWait, ParkStore, Parked, StateSigner,
 };
 use crate::jsonrpc::{self, code};
 
@@ -94,11 +94,11 @@ pub fn park<H: Hold>(
         } else {
             let msg =
                 format!("the client did not declare the capability {method} needs in this request");
-            refusals.push(jsonrpc::error(
-                Some(id.get()),
-                code::METHOD_NOT_FOUND,
+            refusals.push(missing_capability_refusal(
+                id.get(),
+                &method,
+                params.as_deref(),
                 &msg,
-                None,
             ));
         }
     }
@@ -481,6 +481,15 @@ mod tests {
         let caps = raw(r#"{"sampling":{}}"#);
         let p = park(&store, &site(&signer, &caps), 1u8, vec![elicit(3)]);
         assert_eq!((p.undeclared, p.refusals.len()), (1, 1));
+        // Refused the 2026 way, naming what the request needs.
+        let v: serde_json::Value = serde_json::from_slice(&p.refusals[0]).unwrap();
+        assert_eq!(v["id"], 3, "{v}");
+        assert_eq!(v["error"]["code"], code::MISSING_CLIENT_CAPABILITY, "{v}");
+        assert_eq!(
+            v["error"]["data"]["requiredCapabilities"],
+            serde_json::json!({"elicitation": {}}),
+            "{v}"
+        );
         assert!(matches!(p.answer, Err(1)));
         assert!(store.is_empty());
     }

@@ -4,7 +4,8 @@
 //! (the client hung up) drops the call handle, which cancels the call upstream.
 //!
 //! Era details it owns on the way out: a 2025 child's server requests are parked as
-//! `input_required` for 2026 clients (`MrtrCtx`) or offered to the 2025 session's capability
+//! `input_required` for 2026 clients (`MrtrCtx`; the requests it sends at once, until it is
+//! quiet for `GATHER_QUIET`, are one round) or offered to the 2025 session's capability
 //! gate (`ServerRequestSink::admit`); 2025-only notifications and the `-32042` error are mapped
 //! for 2026 clients as `crate::era::mrtr` describes.
 
@@ -146,6 +147,11 @@ pub struct Responder {
     mrtr: Option<MrtrCtx>,
     /// Set for 2025-11-25 sessions: an SSE answer is a resumable stream (`face::replay`).
     replay: Option<ReplayCtx>,
+    /// A 2025 upstream's server requests gathered for one `input_required` round (kept here,
+    /// not in `next`'s future, so a keep-alive or SSE switch racing `next` loses none), and
+    /// when the gathering ends at the latest.
+    asked: Vec<CallEvent>,
+    gather_until: Option<tokio::time::Instant>,
 }
 
 /// Where a 2025-11-25 session's resumable streams live and what they keep.
@@ -196,6 +202,8 @@ impl Responder {
             on_done: None,
             mrtr: None,
             replay: None,
+            asked: Vec::new(),
+            gather_until: None,
         }
     }
 
@@ -392,12 +400,23 @@ impl Responder {
     async fn next(&mut self, h: &mut Option<CallHandle>) -> Option<Next> {
         loop {
             let hh = h.as_mut()?;
+            if !self.asked.is_empty() {
+                let until = *self
+                    .gather_until
+                    .get_or_insert_with(|| tokio::time::Instant::now() + GATHER_MAX);
+                gather_asked(hh, &mut self.asked, until).await;
+                self.gather_until = None;
+                let asked = std::mem::take(&mut self.asked);
+                match self.try_park(h, asked) {
+                    Some(frame) => return Some(Next::Final(StatusCode::OK, frame)),
+                    None => continue,
+                }
+            }
             let o = match self.step(hh).await {
                 Step::Event(Some(ev @ CallEvent::ServerRequest { .. })) if self.mrtr.is_some() => {
-                    match self.try_park(h, ev) {
-                        Some(frame) => return Some(Next::Final(StatusCode::OK, frame)),
-                        None => continue,
-                    }
+                    // Gathered with whatever else the upstream asks at once (above).
+                    self.asked.push(ev);
+                    continue;
                 }
                 Step::Event(Some(ev)) => match self.event_frame(ev) {
                     Some(b) => return Some(Next::Frame(b)),
@@ -440,13 +459,8 @@ impl Responder {
     /// A 2025 upstream asks the client something during a 2026 client's call: park the call
     /// and answer with `input_required` (only for capabilities this request declared; the
     /// upstream gets an error for the others). Returns the final frame, or None to go on.
-    fn try_park(&mut self, h: &mut Option<CallHandle>, first: CallEvent) -> Option<Bytes> {
+    fn try_park(&mut self, h: &mut Option<CallHandle>, asked: Vec<CallEvent>) -> Option<Bytes> {
         let m = self.mrtr.as_ref()?;
-        let hh = h.as_mut()?;
-        let mut asked = vec![first];
-        while let Ok(ev) = hh.events.try_recv() {
-            asked.push(ev);
-        }
         let asked = asked
             .into_iter()
             .filter_map(|ev| match ev {
@@ -627,6 +641,39 @@ impl Responder {
             }
         }
         r
+    }
+}
+
+/// How long a 2025 upstream's call stays quiet before the server requests gathered so far
+/// are one round: a server that asks several things at once writes its requests one after
+/// another, and a request arriving once its call is parked has no addressee (the call's
+/// caller may never come back), so it would be refused.
+pub const GATHER_QUIET: Duration = Duration::from_millis(30);
+/// The longest a round is gathered, however busy the upstream is with requests.
+pub const GATHER_MAX: Duration = Duration::from_millis(250);
+
+/// Collect into `asked` the call's further events until it has been quiet for
+/// [`GATHER_QUIET`] (no later than `until`), or its event queue has ended. Cancel-safe: what
+/// it took is in `asked`.
+async fn gather_asked(h: &mut CallHandle, asked: &mut Vec<CallEvent>, until: tokio::time::Instant) {
+    loop {
+        while let Ok(ev) = h.events.try_recv() {
+            asked.push(ev);
+        }
+        if h.events.ended() {
+            return;
+        }
+        let quiet = (tokio::time::Instant::now() + GATHER_QUIET).min(until);
+        match tokio::time::timeout_at(quiet, h.events.recv()).await {
+            Ok(Some(ev)) => asked.push(ev),
+            Ok(None) | Err(_) => return,
+        }
+        if tokio::time::Instant::now() >= until {
+            while let Ok(ev) = h.events.try_recv() {
+                asked.push(ev);
+            }
+            return;
+        }
     }
 }
 

@@ -13,5 +13,6 @@ mod connect;
 mod connect_get_stream;
 mod core_matrix;
 mod era_matrix;
+mod legacy_input_rounds;
 mod modern_http;
 mod session_2025;

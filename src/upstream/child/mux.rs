@@ -45,6 +45,9 @@ pub(super) struct Pending {
     /// Parked for its caller's input (a 2026 `input_required`): not an addressee of the
     /// child's requests, and no obstacle to starting another call that may be asked.
     pub(super) parked: bool,
+    /// A 2026 caller's call (not the bridge's own): its capabilities are declared per
+    /// request, so when it is no addressee it declared none the child's request needs.
+    pub(super) modern_caller: bool,
     /// Wakes the calls waiting for attribution when this one goes (set when it may be asked).
     _slot: Option<SlotGuard>,
 }
@@ -207,6 +210,7 @@ impl Proc {
                     .map(|(_, r)| r),
                 tool: crate::upstream::observe::tool_label(&self.tool_names, call),
                 parked: false,
+                modern_caller: call.ctx.client_era == Era::Modern && !internal,
                 _slot: may_be_asked.then(|| SlotGuard(self.slot_freed.clone())),
             },
         );

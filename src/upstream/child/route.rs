@@ -3,7 +3,8 @@
 //! request-scoped notification goes to its call (progress by token, listen traffic by
 //! subscription id), a log message to the one caller that asked for logs or else to the
 //! session streams, other notifications to every subscriber, and the child's own requests to
-//! the one caller that can answer them (or its session, or an honest error).
+//! the one caller that can answer them (or its session, or an honest error: `-32021` when
+//! only 2026 callers that declared no such capability are in flight).
 //!
 //! An over-long line that starts like a response fails that call at once. Routing only
 //! reads the multiplexer's pending map (`mux`); a tool-list change starts a refresh (`probe`).
@@ -212,6 +213,8 @@ impl ChildUpstream {
             Call(EventSender),
             Session(Arc<str>),
             Nobody(&'static str),
+            /// Only 2026 callers' calls are in flight and none declared what it needs.
+            Undeclared,
         }
         let route = {
             let g = lock(&proc.pending);
@@ -234,8 +237,16 @@ impl ChildUpstream {
                     }
                 }
             } else if callers.is_empty() {
+                // A parked call is no addressee either, but its caller did declare what it
+                // was asked: only calls still running tell an undeclared capability.
+                let mut live = g
+                    .values()
+                    .filter(|p| p.sinks.is_some() && !p.parked)
+                    .peekable();
+                let only_2026 = live.peek().is_some() && live.all(|p| p.modern_caller);
                 match &self.inner.owner_session {
                     Some(s) => Route::Session(s.clone()),
+                    None if only_2026 => Route::Undeclared,
                     None => Route::Nobody("no request in flight whose client can answer it"),
                 }
             } else {
@@ -260,6 +271,22 @@ impl ChildUpstream {
                 .map(|_| ())
                 .map_err(|_| "the client session has no open stream"),
             Route::Nobody(why) => Err(why),
+            Route::Undeclared => {
+                // Every caller that could be asking is a 2026 one that did not declare the
+                // capability: refused the 2026 way (`era::mrtr::missing_capability_refusal`).
+                self.inner.metrics.dropped("undeclared_capability");
+                let msg = format!(
+                    "the client did not declare the capability {method} needs in this request"
+                );
+                let refusal = crate::era::mrtr::missing_capability_refusal(
+                    id.get(),
+                    method,
+                    env.params,
+                    &msg,
+                );
+                let _ = proc.stdin.try_send(refusal);
+                return;
+            }
         };
         if let Err(why) = delivered {
             if method != "roots/list" {
