@@ -14,7 +14,8 @@
 //! While parked, a call is flagged so (`Hold::set_parked`, the handle's `CallHandle::set_parked`):
 //! its upstream must not take it for the addressee of its peer's next request, since its
 //! caller may never come back. Parking sets the flag, giving the call back or resuming it
-//! clears it; here, once, rather than in each face.
+//! clears it; here, once, rather than in each face. For the same reason the requests an
+//! upstream sends at once are gathered into one round before the call parks ([`gather`]).
 
 use std::time::{Duration, Instant};
 
@@ -319,6 +320,43 @@ pub fn input_required_result(waiting: &[InputWait], state: &str) -> String {
         "requestState": state,
     })
     .to_string()
+}
+
+/// How long a 2025 upstream's call stays quiet before the server requests gathered so far
+/// are one round: a server that asks several things at once writes its requests one after
+/// another, and a request arriving once its call is parked has no addressee (the call's
+/// caller may never come back), so it would be refused.
+pub const GATHER_QUIET: Duration = Duration::from_millis(30);
+/// The longest a round is gathered, however busy the upstream is with requests.
+pub const GATHER_MAX: Duration = Duration::from_millis(250);
+
+/// Collect into `asked` the call's further events until it has been quiet for
+/// [`GATHER_QUIET`] (no later than `until`), or its event queue has ended. Cancel-safe: what
+/// it took is in `asked`.
+pub async fn gather(
+    h: &mut crate::call::CallHandle,
+    asked: &mut Vec<crate::call::CallEvent>,
+    until: tokio::time::Instant,
+) {
+    loop {
+        while let Ok(ev) = h.events.try_recv() {
+            asked.push(ev);
+        }
+        if h.events.ended() {
+            return;
+        }
+        let quiet = (tokio::time::Instant::now() + GATHER_QUIET).min(until);
+        match tokio::time::timeout_at(quiet, h.events.recv()).await {
+            Ok(Some(ev)) => asked.push(ev),
+            Ok(None) | Err(_) => return,
+        }
+        if tokio::time::Instant::now() >= until {
+            while let Ok(ev) = h.events.try_recv() {
+                asked.push(ev);
+            }
+            return;
+        }
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //!
 //! Era details it owns on the way out: a 2025 child's server requests are parked as
 //! `input_required` for 2026 clients (`MrtrCtx`; the requests it sends at once, until it is
-//! quiet for `GATHER_QUIET`, are one round) or offered to the 2025 session's capability
+//! quiet for `era::park::GATHER_QUIET`, are one round) or offered to the 2025 session's capability
 //! gate (`ServerRequestSink::admit`); 2025-only notifications and the `-32042` error are mapped
 //! for 2026 clients as `crate::era::mrtr` describes.
 
@@ -401,10 +401,10 @@ impl Responder {
         loop {
             let hh = h.as_mut()?;
             if !self.asked.is_empty() {
-                let until = *self
-                    .gather_until
-                    .get_or_insert_with(|| tokio::time::Instant::now() + GATHER_MAX);
-                gather_asked(hh, &mut self.asked, until).await;
+                let until = *self.gather_until.get_or_insert_with(|| {
+                    tokio::time::Instant::now() + crate::era::park::GATHER_MAX
+                });
+                crate::era::park::gather(hh, &mut self.asked, until).await;
                 self.gather_until = None;
                 let asked = std::mem::take(&mut self.asked);
                 match self.try_park(h, asked) {
@@ -641,39 +641,6 @@ impl Responder {
             }
         }
         r
-    }
-}
-
-/// How long a 2025 upstream's call stays quiet before the server requests gathered so far
-/// are one round: a server that asks several things at once writes its requests one after
-/// another, and a request arriving once its call is parked has no addressee (the call's
-/// caller may never come back), so it would be refused.
-pub const GATHER_QUIET: Duration = Duration::from_millis(30);
-/// The longest a round is gathered, however busy the upstream is with requests.
-pub const GATHER_MAX: Duration = Duration::from_millis(250);
-
-/// Collect into `asked` the call's further events until it has been quiet for
-/// [`GATHER_QUIET`] (no later than `until`), or its event queue has ended. Cancel-safe: what
-/// it took is in `asked`.
-async fn gather_asked(h: &mut CallHandle, asked: &mut Vec<CallEvent>, until: tokio::time::Instant) {
-    loop {
-        while let Ok(ev) = h.events.try_recv() {
-            asked.push(ev);
-        }
-        if h.events.ended() {
-            return;
-        }
-        let quiet = (tokio::time::Instant::now() + GATHER_QUIET).min(until);
-        match tokio::time::timeout_at(quiet, h.events.recv()).await {
-            Ok(Some(ev)) => asked.push(ev),
-            Ok(None) | Err(_) => return,
-        }
-        if tokio::time::Instant::now() >= until {
-            while let Ok(ev) = h.events.try_recv() {
-                asked.push(ev);
-            }
-            return;
-        }
     }
 }
 

@@ -183,3 +183,57 @@ async fn only_declared_requests_are_asked() {
     let r = post_modern(&c, &b.url, &retry).await;
     assert_eq!(r.text(), "answered: sampling/createMessage", "{r:?}");
 }
+
+/// The same through `connect` for a 2026 host, in front of a 2025 remote (serve publishing
+/// the fixture, spoken to at 2025-11-25): the three requests come on the call's POST stream
+/// 10 ms apart and are one round (`era::park::gather`, as on serve), and the retry completes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_requests_of_a_2025_remote_are_one_round_for_connect() {
+    let b = serve_fixture().await;
+    let mut h = Host::start(&b.url, &["--protocol", "2025-11-25"]);
+    let caps = json!({"elicitation": {}, "sampling": {}, "roots": {}});
+    let tool = "test_input_required_result_multiple_inputs";
+    let args = json!({"stagger_ms": 10});
+    let params = |extra: Value| {
+        let mut p = json!({"name": tool, "arguments": args,
+            "_meta": {META_PV: MODERN, META_CAPS: caps}});
+        if let (Some(p), Some(e)) = (p.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        p
+    };
+    let t = std::time::Duration::from_secs(20);
+    h.request(json!(1), "tools/call", params(json!({})));
+    let r = h.response(&json!(1), t);
+    let res = r["result"].clone();
+    assert_eq!(res["resultType"], "input_required", "{r}");
+    let reqs = res["inputRequests"].as_object().expect("inputRequests");
+    let mut methods: Vec<&str> = reqs.values().filter_map(|v| v["method"].as_str()).collect();
+    methods.sort_unstable();
+    assert_eq!(
+        methods,
+        ["elicitation/create", "roots/list", "sampling/createMessage"],
+        "{res}"
+    );
+    let mut answers = serde_json::Map::new();
+    for (k, v) in reqs {
+        let a = match v["method"].as_str().unwrap() {
+            "elicitation/create" => json!({"action": "accept", "content": {"name": "Ada"}}),
+            "sampling/createMessage" => json!({"role": "assistant", "model": "m",
+                "content": {"type": "text", "text": "hi there"}}),
+            _ => json!({"roots": [{"uri": "file:///srv", "name": "srv"}]}),
+        };
+        answers.insert(k.clone(), a);
+    }
+    let retry = json!({"inputResponses": answers, "requestState": res["requestState"]});
+    h.request(json!(2), "tools/call", params(retry));
+    let done = h.response(&json!(2), t);
+    assert_eq!(
+        text(&done),
+        "name=Ada, greeting=hi there, roots=file:///srv",
+        "{done}"
+    );
+    h.close_stdin();
+    assert!(h.wait_exit(std::time::Duration::from_secs(10)).is_some());
+    h.assert_clean_stdout();
+}

@@ -197,8 +197,12 @@ impl Face {
         who: &Who,
         first: (Box<RawValue>, String, Option<Box<RawValue>>),
     ) -> Result<Outcome, CallHandle> {
+        // What the remote asks at once is one round (`era::park::gather`), as on serve.
+        let mut evs = Vec::new();
+        let until = tokio::time::Instant::now() + park::GATHER_MAX;
+        park::gather(&mut r, &mut evs, until).await;
         let mut asked = vec![first];
-        while let Ok(ev) = r.events.try_recv() {
+        for ev in evs {
             match ev {
                 CallEvent::ServerRequest { id, method, params } => asked.push((id, method, params)),
                 ev @ CallEvent::Notification { .. } => self.forward_call_event(ev, who).await,
