@@ -245,6 +245,15 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     if protocol::removed_in_modern(method) {
         return removed(id, method);
     }
+    let caps = pc.view.meta(protocol::META_CLIENT_CAPABILITIES);
+    if let Some((c, msg, data)) = crate::core::tasks::modern_refusal(method, caps) {
+        let status = if c == code::METHOD_NOT_FOUND {
+            StatusCode::NOT_FOUND
+        } else {
+            StatusCode::BAD_REQUEST
+        };
+        return rpc_error(status, id, c, &msg, data.as_ref());
+    }
     let info = match info {
         Ok(i) => i,
         Err(e) => {
