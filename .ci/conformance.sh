@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Run the official MCP conformance suite (npm @modelcontextprotocol/conformance, server mode)
 # against `mcp-bridge serve` over Streamable HTTP, publishing a fixture: by default the 2025-era
-# stdio server tests/fixtures/conformance_server.py; or the suite's own reference server
+# stdio server tests/fixtures/conformance_server.py (for the tasks extension's scenarios,
+# CONFORMANCE_SET=tasks, the 2026 stdio server tests/fixtures/tasks_conformance_server.py);
+# or the suite's own reference server
 # (examples/servers/typescript of its repository at a pinned commit, built here), published
 # through its 2026-07-28 face by tests/fixtures/reference_stdio_relay.py (a stdio wiring) or
 # fronted over HTTP by `serve --upstream`.
@@ -17,6 +19,13 @@
 #                           that revision's wire (`--spec-version R --force`, what the suite's
 #                           `--requirements R` does per scenario): 2025-11-25 (default, 30) or
 #                           2026-07-28 (37)
+#   CONFORMANCE_SET         0.2.x only: core (default; the scenarios of the requirement set
+#                           above) or tasks: the tasks extension's server scenarios
+#                           (io.modelcontextprotocol/tasks, SEP-2663; `list --server` marks them
+#                           [extension], no requirement set scores them), at the 2026-07-28
+#                           wire, over tests/fixtures/tasks_conformance_server.py (a 2026 stdio
+#                           server with the tools they call). Not with CONFORMANCE_FIXTURE=
+#                           reference; CONFORMANCE_UPSTREAM=1 chains two bridges over it.
 #   CONFORMANCE_FIXTURE     python (default: conformance_server.py, 2025 era) or reference (the
 #                           suite's reference server, built from GitHub, so local only). The
 #                           Python fixture runs both sets: for 2026-07-28 it asks the 2025 way
@@ -95,17 +104,39 @@ SCENARIOS_2025=(
   prompts-get-with-image dns-rebinding-protection
 )
 SPEC=
+SET="${CONFORMANCE_SET:-core}"
+FIXTURE="tests/fixtures/conformance_server.py"
+case "$SET" in core | tasks) ;; *) die "CONFORMANCE_SET=$SET: core or tasks" ;; esac
 case "$SUITE_VERSION" in
 0.1.*)
   [ -z "${CONFORMANCE_SPEC_VERSION:-}" ] || die "CONFORMANCE_SPEC_VERSION needs a 0.2 suite"
   [ "$FIXTURE_KIND" = python ] || die "CONFORMANCE_FIXTURE=$FIXTURE_KIND needs a 0.2 suite"
+  [ "$SET" = core ] || die "CONFORMANCE_SET=$SET needs a 0.2 suite"
   ACTIVE_SCENARIOS=("${SCENARIOS_2025[@]}")
   ;;
 *)
+  if [ "$SET" = tasks ]; then
+    # The tasks extension's server scenarios (`conformance list --server` marks them
+    # [extension]; no requirement set scores them), at the 2026-07-28 wire, over the 2026
+    # task fixture. tasks-status-notifications is left out: at 0.2.0-alpha.12 it is one
+    # SKIPPED check (its harness awaits a subscriptions/listen rewrite), nothing to score.
+    [ "$FIXTURE_KIND" = python ] || die "CONFORMANCE_SET=tasks publishes its own fixture (CONFORMANCE_FIXTURE=python)"
+    [ -z "${CONFORMANCE_SPEC_VERSION:-}" ] || [ "$CONFORMANCE_SPEC_VERSION" = 2026-07-28 ] ||
+      die "CONFORMANCE_SET=tasks runs at 2026-07-28 only"
+    CONFORMANCE_SPEC_VERSION=2026-07-28
+    FIXTURE="tests/fixtures/tasks_conformance_server.py"
+  fi
   SPEC="${CONFORMANCE_SPEC_VERSION:-2025-11-25}"
   case "$SPEC" in
   2025-11-25) ACTIVE_SCENARIOS=("${SCENARIOS_2025[@]}") ;;
   2026-07-28)
+    if [ "$SET" = tasks ]; then
+      ACTIVE_SCENARIOS=(
+        tasks-capability-negotiation tasks-mrtr-composition tasks-dispatch-and-envelope
+        tasks-request-headers tasks-lifecycle tasks-mrtr-input tasks-request-state-removal
+        tasks-required-task-error tasks-wire-fields
+      )
+    else
     # `conformance list --server --requirements 2026-07-28` at 0.2.0-alpha.12: 37 scored
     # (the tasks extension, json-schema-2020-12 and the two pending header scenarios are
     # reported there but never scored, and not run here).
@@ -135,6 +166,7 @@ case "$SUITE_VERSION" in
       EXPECTED_FAILURES='input-required-result-basic-elicitation sep-2322-elicitation-incomplete'
       ALLOWED_WARNINGS='input-required-result-ignore-extra-params sep-2322-ignore-unexpected-params'
     fi
+    fi
     ;;
   *) die "CONFORMANCE_SPEC_VERSION=$SPEC: 2025-11-25 or 2026-07-28" ;;
   esac
@@ -159,7 +191,6 @@ esac
 STAMP="$(date -u +%Y%m%dT%H%M%SZ)"
 RESULTS="${CONFORMANCE_RESULTS_DIR:-$REPO/target/conformance-results/$STAMP}"
 SCEN_TIMEOUT="${CONFORMANCE_SCENARIO_TIMEOUT:-150}"
-FIXTURE="tests/fixtures/conformance_server.py"
 RELAY="tests/fixtures/reference_stdio_relay.py"
 
 ci_check_bin "$BIN"
@@ -168,7 +199,7 @@ command -v python3 >/dev/null || die "python3 is required (fixture and helpers)"
 
 # ---------------------------------------------------------------- install (idempotent)
 ci_conformance_tools "$CACHE" "$SUITE_VERSION" "$NODE_MAJOR" || die "the conformance suite is not usable"
-log "node $("$NODE" --version), conformance $("$NODE" "$SUITE_JS" --version)${SPEC:+, requirement set $SPEC}, fixture $FIXTURE_KIND"
+log "node $("$NODE" --version), conformance $("$NODE" "$SUITE_JS" --version)${SPEC:+, requirement set $SPEC}, set $SET, fixture $FIXTURE_KIND ($FIXTURE)"
 
 # The reference server: its directory of the repository at REF_COMMIT, npm ci'd with Node 22.
 REF_DIR="$REPO/target/conformance-reference-$REF_COMMIT"
@@ -334,7 +365,7 @@ kill -0 "$BRIDGE_PID" 2>/dev/null || BRIDGE_ALIVE=0
 cleanup
 
 # ---------------------------------------------------------------- summary
-ALLOWED_WARNINGS="$ALLOWED_WARNINGS" EXPECTED_FAILURES="$EXPECTED_FAILURES" TITLE="$SUITE_VERSION${SPEC:+, requirement set $SPEC}, fixture $FIXTURE_KIND" \
+ALLOWED_WARNINGS="$ALLOWED_WARNINGS" EXPECTED_FAILURES="$EXPECTED_FAILURES" TITLE="$SUITE_VERSION${SPEC:+, requirement set $SPEC}$([ "$SET" = tasks ] && echo ", the tasks extension's scenarios"), fixture $FIXTURE_KIND" \
 python3 - "$RESULTS" "${CONFORMANCE_ALLOW_WARNINGS:-0}" "${CONFORMANCE_VERBOSE:-0}" "$BRIDGE_ALIVE" "${SCENARIOS[@]}" <<'PY'
 import glob, json, os, sys
 

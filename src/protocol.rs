@@ -164,11 +164,13 @@ pub fn removed_message(method: &str) -> String {
     format!("Method not found: {method} was removed in {MODERN}")
 }
 
-/// Methods whose 2026 requests carry `Mcp-Name`, and the params field it mirrors.
+/// Methods whose 2026 requests carry `Mcp-Name`, and the params field it mirrors (the tasks
+/// extension's methods mirror their `taskId`).
 pub fn name_field(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     }
 }

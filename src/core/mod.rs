@@ -56,7 +56,8 @@
 //!    process that runs it; `tasks/*` go to that process under its own id, another owner's
 //!    task is unknown (`-32602`), and every task id on the way back is the bridge's. An
 //!    upstream offers its book ([`crate::call::Upstream::task_book`]); the rule is applied
-//!    here only.
+//!    here only. (Before it, a 2026 caller's face refuses what the tasks extension's server
+//!    would: [`tasks::modern_refusal`].)
 
 pub mod caller;
 pub mod held;

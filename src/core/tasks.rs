@@ -26,6 +26,13 @@
 //! Tasks are carried between peers of one era (a 2025 caller's experimental task on a 2025
 //! upstream, a 2026 caller's extension task on a 2026 upstream); the two task protocols are
 //! not translated into each other.
+//!
+//! A 2026 caller's tasks request is checked by its face before any of that
+//! ([`modern_refusal`]), as the extension's server would: `tasks/result` and `tasks/list`
+//! (the 2025 methods the extension removed) are `-32601`, never forwarded (a `tasks/result`
+//! under an id the book does not route would reach the upstream as it is); and
+//! `tasks/get|update|cancel` from a request whose own `_meta` client capabilities do not
+//! declare the extension are `-32021` naming it, before its id is looked at.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -38,6 +45,40 @@ use tokio::time::Instant;
 use crate::call::{Call, CallEvent, Outcome, SharedUpstream};
 use crate::error::BridgeError;
 use crate::jsonrpc;
+
+/// The 2026 tasks extension's identifier.
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// A 2026 request's tasks method that its face refuses itself (see the module comment):
+/// the JSON-RPC error code, message and data. `caps`: the request's
+/// `_meta["io.modelcontextprotocol/clientCapabilities"]`.
+pub fn modern_refusal(
+    method: &str,
+    caps: Option<&RawValue>,
+) -> Option<(i64, String, Option<Value>)> {
+    match method {
+        "tasks/result" | "tasks/list" => Some((
+            jsonrpc::code::METHOD_NOT_FOUND,
+            format!("Method not found: {method} is not a method of the {EXTENSION} extension"),
+            Some(serde_json::json!({ "method": method })),
+        )),
+        "tasks/get" | "tasks/update" | "tasks/cancel" if !declares_extension(caps) => Some((
+            jsonrpc::code::MISSING_CLIENT_CAPABILITY,
+            format!(
+                "{method} needs the {EXTENSION} extension in the request's client capabilities"
+            ),
+            Some(serde_json::json!({"requiredCapabilities": {"extensions": {EXTENSION: {}}}})),
+        )),
+        _ => None,
+    }
+}
+
+/// Do these client capabilities declare the tasks extension?
+fn declares_extension(caps: Option<&RawValue>) -> bool {
+    caps.and_then(jsonrpc::Fields::parse)
+        .and_then(|c| c.get("extensions").and_then(jsonrpc::Fields::parse))
+        .is_some_and(|e| e.has(EXTENSION))
+}
 
 /// The most tasks one upstream's book holds.
 pub const MAX_TASKS: usize = 65_536;
@@ -463,6 +504,25 @@ mod tests {
         );
         assert_eq!(v["content"][0]["taskId"], "u2");
         assert_eq!(v["text"], "u1", "only taskId values");
+    }
+
+    #[test]
+    fn a_2026_tasks_request_is_refused_as_the_extension_would() {
+        let ext = jsonrpc::raw(r#"{"extensions":{"io.modelcontextprotocol/tasks":{}}}"#);
+        let none = jsonrpc::raw(r#"{"extensions":{}}"#);
+        for m in ["tasks/result", "tasks/list"] {
+            let r = modern_refusal(m, Some(&ext)).expect("refused");
+            assert_eq!(r.0, jsonrpc::code::METHOD_NOT_FOUND);
+        }
+        for m in ["tasks/get", "tasks/update", "tasks/cancel"] {
+            assert!(modern_refusal(m, Some(&ext)).is_none(), "{m} declared");
+            for caps in [Some(&*none), None] {
+                let (c, _, d) = modern_refusal(m, caps).expect("undeclared");
+                assert_eq!(c, jsonrpc::code::MISSING_CLIENT_CAPABILITY);
+                assert!(d.unwrap()["requiredCapabilities"]["extensions"][EXTENSION].is_object());
+            }
+        }
+        assert!(modern_refusal("tools/call", None).is_none());
     }
 
     #[test]

@@ -245,6 +245,9 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     if protocol::removed_in_modern(method) {
         return removed(id, method);
     }
+    if let Some(r) = tasks_refusal(id, method, &pc.view) {
+        return r;
+    }
     let info = match info {
         Ok(i) => i,
         Err(e) => {
@@ -312,6 +315,19 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     };
     let call = CallRequest::new(&app.upstream, method, params, ctx, cancel).with_mrtr(mrtr);
     app.run_call(pc, call).await
+}
+
+/// A tasks request refused as the tasks extension's server would (see
+/// [`crate::core::tasks::modern_refusal`]): 404 for a removed method, 400 for `-32021`.
+fn tasks_refusal(id: Option<&str>, method: &str, view: &ParamsView<'_>) -> Option<Response<Body>> {
+    let caps = view.meta(protocol::META_CLIENT_CAPABILITIES);
+    let (c, msg, data) = crate::core::tasks::modern_refusal(method, caps)?;
+    let status = if c == code::METHOD_NOT_FOUND {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::BAD_REQUEST
+    };
+    Some(rpc_error(status, id, c, &msg, data.as_ref()))
 }
 
 /// A method the 2026 revision removed: never forwarded (a 2025 upstream would answer it) nor

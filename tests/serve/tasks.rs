@@ -8,7 +8,10 @@
 //!   topic and the pid that ran it);
 //! - another principal's `tasks/get` and `tasks/cancel` are `-32602`, as for an id the bridge
 //!   never gave, and the task is still there for its owner;
-//! - the owner cancels: an empty ack, then `cancelled`.
+//! - the owner cancels: an empty ack, then `cancelled`;
+//! - the extension's request rules hold at serve's face (`core::tasks::modern_refusal`,
+//!   `Mcp-Name` mirroring `taskId`), as the conformance suite's tasks scenarios expect of a
+//!   server (`CONFORMANCE_SET=tasks` in .ci/conformance.sh runs those).
 //!
 //! (The 2025-11-25 experimental tasks, with `tasks/list` and `tasks/result`, are checked
 //! against server-everything and the TypeScript SDK by `.ci/interop-eras.sh`.)
@@ -155,4 +158,90 @@ async fn tasks_reach_their_child_and_only_their_owner() {
     assert_eq!(r.result()["resultType"], "complete", "{r:?}");
     assert!(r.result().get("taskId").is_none(), "an empty ack: {r:?}");
     assert_eq!(settled(&c, &b.url, alice, &id).await["status"], "cancelled");
+}
+
+/// A 2026 request without a bearer token, with these client capabilities and extra headers
+/// (`(name, value)`; an empty value removes the header).
+async fn ask_as(
+    c: &reqwest::Client,
+    url: &str,
+    method: &str,
+    params: Value,
+    caps: Value,
+    headers: &[(&'static str, &str)],
+) -> Reply {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut h = modern_headers(&body);
+    for (k, v) in headers {
+        if v.is_empty() {
+            h.remove(*k);
+        } else {
+            h.insert(*k, hv(v));
+        }
+    }
+    post_with(c, url, h, body.to_string()).await
+}
+
+/// The extension's own rules, checked by serve as its server would (the conformance suite's
+/// tasks scenarios: capability negotiation, dispatch, request headers): a request that does
+/// not declare the extension cannot use `tasks/get|update|cancel` (-32021 naming it), even
+/// on a task of its principal; `tasks/result` and `tasks/list` are not 2026 methods (-32601,
+/// not the book's -32602); and `Mcp-Name` mirrors `taskId` (-32020 when it differs or is
+/// missing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tasks_extension_is_gated_and_named_the_2026_way() {
+    let fx = fixture();
+    let b = Bridge::serve(&["--port", "0", "--", "python3", &fx]).await;
+    b.wait_ready(T).await;
+    let c = client();
+    let ext = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let args = json!({"name": "slow", "arguments": {"topic": "gate", "seconds": 30}});
+    let r = ask_as(&c, &b.url, "tools/call", args, ext.clone(), &[]).await;
+    let id = r.result()["taskId"].as_str().expect("a task").to_owned();
+
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let mut p = json!({"taskId": id});
+        if method == "tasks/update" {
+            p["inputResponses"] = json!({});
+        }
+        let r = ask_as(&c, &b.url, method, p, json!({}), &[]).await;
+        assert_eq!(r.status, 400, "{method} without the extension: {r:?}");
+        assert_eq!(r.error_code(), -32021, "{method}: {r:?}");
+        assert!(
+            r.error()["data"]["requiredCapabilities"]["extensions"]
+                ["io.modelcontextprotocol/tasks"]
+                .is_object(),
+            "{r:?}"
+        );
+    }
+    for method in ["tasks/result", "tasks/list"] {
+        let r = ask_as(&c, &b.url, method, json!({"taskId": id}), ext.clone(), &[]).await;
+        assert_eq!(r.error_code(), -32601, "{method}: {r:?}");
+        assert_eq!(r.status, 404, "{r:?}");
+    }
+    let get = |h: &'static [(&'static str, &'static str)]| {
+        ask_as(
+            &c,
+            &b.url,
+            "tasks/get",
+            json!({"taskId": id}),
+            ext.clone(),
+            h,
+        )
+    };
+    let r = get(&[("mcp-name", "mb-not-this-one")]).await;
+    assert_eq!((r.status, r.error_code()), (400, -32020), "{r:?}");
+    let r = get(&[("mcp-name", "")]).await;
+    assert_eq!((r.status, r.error_code()), (400, -32020), "{r:?}");
+
+    // Declared, named: the task, then an empty cancel ack.
+    let r = get(&[]).await;
+    assert_eq!(r.result()["status"], "working", "{r:?}");
+    let r = ask_as(&c, &b.url, "tasks/cancel", json!({"taskId": id}), ext, &[]).await;
+    assert_eq!(r.result()["resultType"], "complete", "{r:?}");
 }

@@ -488,6 +488,19 @@ impl Face {
             self.refuse(t, id, code::METHOD_NOT_FOUND, &msg);
             return;
         }
+        if modern {
+            let caps = jsonrpc::meta_field(params.as_deref(), protocol::META_CLIENT_CAPABILITIES);
+            if let Some((c, msg, data)) = crate::core::tasks::modern_refusal(&method, caps) {
+                // As the extension's server would answer (see crate::core::tasks).
+                let mut t = t;
+                t.refused(&self.obs, c);
+                let e = jsonrpc::raw(&jsonrpc::error_object(c, &msg, data.as_ref()));
+                let me = Arc::clone(self);
+                self.tracker
+                    .spawn(async move { me.send(answer(&id, Outcome::Error(e))).await });
+                return;
+            }
+        }
         if method == "initialize" {
             self.start_initialize(t, id, params);
             return;
