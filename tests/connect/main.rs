@@ -16,4 +16,5 @@ mod metrics;
 mod readme_headers;
 mod rmcp;
 mod slow_host;
+mod tasks;
 mod tls;
