@@ -15,7 +15,8 @@
 #   ts2025-everything-tasks       two TypeScript SDK clients (two sessions) -> serve -> server-everything:
 #                        2025-11-25 tasks (`simulate-research-query`) through the bridge's task book
 #                        (tests/interop/tasks_ts_client.mjs): the bridge's task ids, the owner's
-#                        get/list/result/cancel, -32602 and an empty list to the other session.
+#                        get/list/result/cancel, -32602 and an empty list to the other session, and a
+#                        task left running is cancelled at the server when its session ends.
 #   ts2025-everything-tasks-pool  the same with a pool of two server-everything children.
 #
 # Each scenario gets its own bridge on a free port; besides the client's checks the script checks
@@ -41,7 +42,7 @@ set -uo pipefail
 # Floor: per scenario the child-era check and at least one client check.
 ALL_SCENARIOS="py2026-everything py2026-demo-legacy ts2025-python-modern ts2025-demo-modern ts2025-everything-tasks ts2025-everything-tasks-pool"
 # The measured total for all six; a subset expects two per scenario.
-if [ -z "${INTEROP_ERAS_SCENARIOS:-}" ]; then ci_expect 52; else ci_expect $((2 * $(wc -w <<<"$INTEROP_ERAS_SCENARIOS"))); fi
+if [ -z "${INTEROP_ERAS_SCENARIOS:-}" ]; then ci_expect 56; else ci_expect $((2 * $(wc -w <<<"$INTEROP_ERAS_SCENARIOS"))); fi
 
 PY_SDK_VERSION=2.3.0
 TS_SDK_VERSION=1.32.2
@@ -131,6 +132,14 @@ scenario() {
     rc=$?
     ci_client_counts "$out" "$rc" || echo "FAIL $name client: no summary line (exit $rc)"
     sp=$((sp + CI_P)); sf=$((sf + CI_F))
+    if [ "$kind" = tasks ]; then
+      # The task session A left running when it ended is cancelled at the server by the bridge.
+      if ci_wait_log "$BRIDGE_PID" "$BRIDGE_LOG" "closed session's tasks were cancelled tasks=1"; then
+        echo "PASS $name abandoned: the bridge cancelled the task of the session that ended"; sp=$((sp + 1))
+      else
+        echo "FAIL $name abandoned: no 'closed session's tasks were cancelled tasks=1' in the bridge log"; sf=$((sf + 1))
+      fi
+    fi
     if ! kill -0 "$BRIDGE_PID" 2>/dev/null; then
       echo "FAIL $name bridge: exited during the scenario"; sf=$((sf + 1))
     fi

@@ -196,6 +196,29 @@ impl TaskBook {
         id
     }
 
+    /// Forget every task of `owner`: the process each runs on and its id there.
+    fn take_owned(&self, owner: &Owner) -> Vec<(SharedUpstream, String)> {
+        let mut g = self.lock();
+        let b = &mut *g;
+        let ids: Vec<String> = b
+            .by_id
+            .iter()
+            .filter(|(_, e)| e.owner == *owner)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let gone: Vec<(SharedUpstream, String)> = ids
+            .iter()
+            .filter_map(|id| b.by_id.remove(id))
+            .map(|e| (e.on, e.upstream_id))
+            .collect();
+        let by_id = &b.by_id;
+        b.by_upstream.retain(|_, v| {
+            v.retain(|id| by_id.contains_key(id));
+            !v.is_empty()
+        });
+        gone
+    }
+
     /// Does a live task run on `on` (so that a pool keeps that child)?
     pub fn runs_on(&self, on: &SharedUpstream) -> bool {
         let now = Instant::now();
@@ -367,6 +390,37 @@ impl TaskBook {
         }
         Frame::Rewritten(v.to_string().into_bytes())
     }
+}
+
+/// How long the bridge waits for each `tasks/cancel` of an owner that is gone.
+const ABANDON_WAIT: Duration = Duration::from_secs(5);
+
+/// `owner` is gone for good (a 2025 session deleted or expired: its tasks can no longer be
+/// reached by anyone): forget its tasks and cancel each where it runs, with `tasks/cancel`
+/// (as the tasks protocols cancel a task; `notifications/cancelled` does not), each bounded by
+/// [`ABANDON_WAIT`]. How many were cancelled (answered without an error).
+pub async fn abandon(book: &TaskBook, owner: &Owner) -> usize {
+    let mut n = 0;
+    for (on, uid) in book.take_owned(owner) {
+        let call = Call {
+            method: "tasks/cancel".into(),
+            params: Some(jsonrpc::raw(
+                &serde_json::json!({ "taskId": uid }).to_string(),
+            )),
+            ctx: crate::call::CallCtx {
+                client_era: crate::protocol::Era::Legacy,
+                ..crate::call::CallCtx::modern()
+            },
+        };
+        let asked = async {
+            let mut h = on.call(call, ABANDON_WAIT).await.ok()?;
+            (&mut h.outcome).await.ok()
+        };
+        if let Ok(Some(Outcome::Result(_))) = tokio::time::timeout(ABANDON_WAIT, asked).await {
+            n += 1;
+        }
+    }
+    n
 }
 
 /// What becomes of a frame on a stream outside any call ([`TaskBook::stream_frame`]).

@@ -302,10 +302,24 @@ impl Sessions {
     pub fn insert(&self, s: Arc<Session>) {
         lock(&self.map).insert(s.id.clone(), s);
     }
+    /// End session `id` (deleted by its client, or expired): its tasks go with it
+    /// (`crate::core::tasks::abandon`), since nobody else may reach them.
     pub fn remove(&self, id: &str) -> Option<Arc<Session>> {
         let s = lock(&self.map).remove(id);
         if let Some(s) = &s {
             s.close();
+            if let (Some(book), Ok(rt)) = (
+                s.upstream.task_book(),
+                tokio::runtime::Handle::try_current(),
+            ) {
+                let owner = Some(s.id.clone());
+                rt.spawn(async move {
+                    let n = crate::core::tasks::abandon(&book, &owner).await;
+                    if n > 0 {
+                        tracing::info!(tasks = n, "a closed session's tasks were cancelled");
+                    }
+                });
+            }
         }
         s
     }

@@ -32,6 +32,30 @@ fn call(id: i64, tool: &str, args: Value, caps: Value, extra: Value) -> Value {
     modern_request(json!(id), "tools/call", params)
 }
 
+/// The `inputResponses` for a round that asks all three things of the multiple-inputs tool
+/// (checked to be exactly one of each).
+fn answer_all_three(res: &Value) -> serde_json::Map<String, Value> {
+    let reqs = res["inputRequests"].as_object().expect("inputRequests");
+    let mut methods: Vec<&str> = reqs.values().filter_map(|v| v["method"].as_str()).collect();
+    methods.sort_unstable();
+    assert_eq!(
+        methods,
+        ["elicitation/create", "roots/list", "sampling/createMessage"],
+        "{res}"
+    );
+    let mut answers = serde_json::Map::new();
+    for (k, v) in reqs {
+        let a = match v["method"].as_str().unwrap() {
+            "elicitation/create" => json!({"action": "accept", "content": {"name": "Ada"}}),
+            "sampling/createMessage" => json!({"role": "assistant", "model": "m",
+                "content": {"type": "text", "text": "hi there"}}),
+            _ => json!({"roots": [{"uri": "file:///srv", "name": "srv"}]}),
+        };
+        answers.insert(k.clone(), a);
+    }
+    answers
+}
+
 /// Three requests the child starts 10 ms apart (one thread each, all in flight together) are
 /// one round of three `inputRequests`, not a round of one and two requests refused for want of
 /// an addressee; the retry answering all three completes the call.
@@ -51,24 +75,7 @@ async fn concurrent_requests_of_a_2025_child_are_one_round() {
     assert_eq!(r.status, 200, "{r:?}");
     let res = r.result().clone();
     assert_eq!(res["resultType"], "input_required", "{res}");
-    let reqs = res["inputRequests"].as_object().expect("inputRequests");
-    let mut methods: Vec<&str> = reqs.values().filter_map(|v| v["method"].as_str()).collect();
-    methods.sort_unstable();
-    assert_eq!(
-        methods,
-        ["elicitation/create", "roots/list", "sampling/createMessage"],
-        "{res}"
-    );
-    let mut answers = serde_json::Map::new();
-    for (k, v) in reqs {
-        let a = match v["method"].as_str().unwrap() {
-            "elicitation/create" => json!({"action": "accept", "content": {"name": "Ada"}}),
-            "sampling/createMessage" => json!({"role": "assistant", "model": "m",
-                "content": {"type": "text", "text": "hi there"}}),
-            _ => json!({"roots": [{"uri": "file:///srv", "name": "srv"}]}),
-        };
-        answers.insert(k.clone(), a);
-    }
+    let answers = answer_all_three(&res);
     let retry = call(
         2,
         tool,
@@ -207,24 +214,7 @@ async fn concurrent_requests_of_a_2025_remote_are_one_round_for_connect() {
     let r = h.response(&json!(1), t);
     let res = r["result"].clone();
     assert_eq!(res["resultType"], "input_required", "{r}");
-    let reqs = res["inputRequests"].as_object().expect("inputRequests");
-    let mut methods: Vec<&str> = reqs.values().filter_map(|v| v["method"].as_str()).collect();
-    methods.sort_unstable();
-    assert_eq!(
-        methods,
-        ["elicitation/create", "roots/list", "sampling/createMessage"],
-        "{res}"
-    );
-    let mut answers = serde_json::Map::new();
-    for (k, v) in reqs {
-        let a = match v["method"].as_str().unwrap() {
-            "elicitation/create" => json!({"action": "accept", "content": {"name": "Ada"}}),
-            "sampling/createMessage" => json!({"role": "assistant", "model": "m",
-                "content": {"type": "text", "text": "hi there"}}),
-            _ => json!({"roots": [{"uri": "file:///srv", "name": "srv"}]}),
-        };
-        answers.insert(k.clone(), a);
-    }
+    let answers = answer_all_three(&res);
     let retry = json!({"inputResponses": answers, "requestState": res["requestState"]});
     h.request(json!(2), "tools/call", params(retry));
     let done = h.response(&json!(2), t);

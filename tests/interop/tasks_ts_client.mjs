@@ -7,7 +7,8 @@
 // Checked: session A's task-augmented tools/call creates a task whose id is the bridge's
 // (`mb-...`, not the server's); A can get it, list it, read its result and cancel another; to
 // session B (the same server process behind the bridge) A's tasks do not exist: tasks/get,
-// tasks/result and tasks/cancel are -32602 and tasks/list leaves them out.
+// tasks/result and tasks/cancel are -32602 and tasks/list leaves them out. A leaves one task
+// running and ends its session (DELETE): the bridge then cancels it at the server.
 //
 // Usage: node tasks_ts_client.mjs URL
 // Env: INTEROP_NODE_MODULES  node_modules holding the SDK (default: target/interop-eras-node/node_modules)
@@ -112,6 +113,11 @@ try {
 
   const unknown = await code(a.client.experimental.tasks.getTask('mb-00000000000000000000000000000000'));
   check('unknown', unknown === -32602, `an id the bridge never gave: ${unknown}`);
+
+  // Left running when session A ends below: the bridge cancels it at the server
+  // (.ci/interop-eras.sh checks the bridge's log for it).
+  const left = await startTask(a.client, 'left behind');
+  check('left-running', /^mb-/.test(left?.task?.taskId ?? ''), `a task left running: ${left?.task?.taskId}`);
 } catch (e) {
   check('run', false, `${e?.stack ?? e}`);
 } finally {
