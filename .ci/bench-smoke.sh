@@ -3,7 +3,8 @@
 # `cargo test --bench NAME`, i.e. without `--bench` on their command line, which each of them
 # takes as "smoke run": frames asserts the bridge's rewrites equal the naive ones and runs each
 # divan bench once; e2e runs one short cell each way and fails on an error or an empty cell;
-# streams opens 20 streams per era and fails if one did not open. One check per bench binary
+# streams opens 20 streams per era and fails if one did not open; connect runs connect and
+# the floor forwarder through every cell once and fails on an error or an empty cell. One check per bench binary
 # (its exit status). Not `cargo test --benches`: that also reruns the library's unit tests.
 #
 # Usage:  bash .ci/bench-smoke.sh
@@ -14,8 +15,8 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" bench-smoke || exit 2
 cd "$(dirname "$0")/.." || exit 2
 
-# frames, e2e, streams: raise it when a [[bench]] is added to Cargo.toml.
-BENCHES_EXPECTED=3
+# frames, e2e, streams, connect: raise it when a [[bench]] is added to Cargo.toml.
+BENCHES_EXPECTED=4
 ci_expect "$BENCHES_EXPECTED"
 
 # The `name = "…"` line after each `[[bench]]` header.

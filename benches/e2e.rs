@@ -38,6 +38,9 @@
 // Test code: panicking on a broken expectation is the point.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/procfs.rs"]
+#[allow(dead_code)] // the process-tree walk is connect's
+mod procfs;
 mod support;
 
 use std::cell::RefCell;
@@ -55,13 +58,12 @@ use http::{header, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use mcp_bridge::jsonrpc::{self, Envelope, Fields, Kind};
+use procfs::{cpu_secs, fmt, median, percentile, status_mb, system_busy_secs, wait_quiet};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 const MINI_CHILD_ARG: &str = "--mini-echo-child";
 const WARMUP: Duration = Duration::from_millis(300);
-/// /proc/<pid>/stat times are in USER_HZ, which the kernel ABI fixes at 100 on Linux.
-const USER_HZ: f64 = 100.0;
 
 // ---------------------------------------------------------------------------------------------
 // Configuration and cells
@@ -269,88 +271,9 @@ fn check_answer(body: &[u8], text: &str) -> Result<(), String> {
 // /proc sampling
 // ---------------------------------------------------------------------------------------------
 
-/// utime + stime of a process, in seconds.
-fn cpu_secs(pid: u32) -> f64 {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return f64::NAN;
-    };
-    // Fields after the parenthesised command name: state is field 3; utime 14, stime 15.
-    let Some(rest) = s.rfind(')').map(|i| &s[i + 2..]) else {
-        return f64::NAN;
-    };
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = |i: usize| f.get(i - 3).and_then(|x| x.parse::<f64>().ok());
-    match (ticks(14), ticks(15)) {
-        (Some(u), Some(st)) => (u + st) / USER_HZ,
-        _ => f64::NAN,
-    }
-}
-
-/// A `/proc/<pid>/status` field in MB (VmRSS, VmHWM).
-fn status_mb(pid: u32, field: &str) -> f64 {
-    let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
-        return f64::NAN;
-    };
-    s.lines()
-        .find(|l| l.starts_with(field))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|kb| kb.parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
 /// The (first) child process of `parent`.
 fn child_of(parent: u32) -> Option<u32> {
-    for e in std::fs::read_dir("/proc").ok()?.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(s) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let ppid = s
-            .rfind(')')
-            .and_then(|i| s[i + 2..].split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) {
-            return Some(pid);
-        }
-    }
-    None
-}
-
-/// CPU seconds all processes of the machine have used (busy time summed over cores).
-fn system_busy_secs() -> f64 {
-    let Ok(s) = std::fs::read_to_string("/proc/stat") else {
-        return f64::NAN;
-    };
-    let Some(line) = s.lines().next() else {
-        return f64::NAN;
-    };
-    // cpu user nice system idle iowait irq softirq steal guest guest_nice
-    let v: Vec<f64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    if v.len() < 8 {
-        return f64::NAN;
-    }
-    (v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / USER_HZ
-}
-
-/// Wait (up to `max_wait`) until other processes use at most `max_cores` cores, sampled over
-/// 250 ms. Returns how many seconds were waited.
-fn wait_quiet(max_cores: f64, max_wait: Duration) -> f64 {
-    let start = Instant::now();
-    loop {
-        let a = system_busy_secs();
-        std::thread::sleep(Duration::from_millis(250));
-        let b = system_busy_secs();
-        if (b - a) / 0.25 <= max_cores || a.is_nan() || start.elapsed() >= max_wait {
-            return start.elapsed().as_secs_f64();
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    procfs::children_of(parent).first().copied()
 }
 
 #[derive(Clone, Copy, Default)]
@@ -398,14 +321,6 @@ struct Sample {
     /// CPU (in cores) that other processes on the machine used during the window.
     others_cores: f64,
     first_error: Option<String>,
-}
-
-fn percentile(sorted: &[u64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
-    sorted[i] as f64 / 1e6
 }
 
 fn finish_sample(
@@ -914,30 +829,8 @@ fn mini_reply(line: &[u8]) -> Option<Bytes> {
 // Table
 // ---------------------------------------------------------------------------------------------
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| !x.is_nan());
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn med(samples: &[Sample], f: impl Fn(&Sample) -> f64) -> f64 {
     median(samples.iter().map(f).collect())
-}
-
-fn fmt(x: f64, prec: usize) -> String {
-    if x.is_nan() {
-        "-".into()
-    } else {
-        format!("{x:.prec$}")
-    }
 }
 
 struct Row {
