@@ -478,8 +478,10 @@ impl Face {
         let method = env.method().to_owned();
         self.obs.request(&method);
         let t = self.obs.track(&method, std::time::Instant::now());
-        let params = env.params.map(ToOwned::to_owned);
-        let modern = jsonrpc::meta_field(params.as_deref(), protocol::META_PROTOCOL_VERSION)
+        // params and its `_meta`, parsed once (borrowed from the line) for every check below.
+        let view = jsonrpc::ParamsView::parse(env.params);
+        let modern = view
+            .meta(protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .is_some_and(|v| !protocol::is_legacy_version(&v));
         if modern && protocol::removed_in_modern(&method) {
@@ -489,7 +491,7 @@ impl Face {
             return;
         }
         if modern {
-            let caps = jsonrpc::meta_field(params.as_deref(), protocol::META_CLIENT_CAPABILITIES);
+            let caps = view.meta(protocol::META_CLIENT_CAPABILITIES);
             if let Some((c, msg, data)) = crate::core::tasks::modern_refusal(&method, caps) {
                 // As the extension's server would answer (see crate::core::tasks).
                 let mut t = t;
@@ -501,6 +503,7 @@ impl Face {
                 return;
             }
         }
+        let params = env.params.map(ToOwned::to_owned);
         if method == "initialize" {
             self.start_initialize(t, id, params);
             return;
@@ -515,7 +518,7 @@ impl Face {
                 .spawn(async move { me.send(answer(&id, pong)).await });
             return;
         }
-        let ctx = match self.call_ctx(modern, &method, params.as_deref()) {
+        let ctx = match self.call_ctx(modern, &method, &view) {
             Ok(ctx) => ctx,
             Err(msg) => return self.refuse(t, id, code::INVALID_PARAMS, msg),
         };
@@ -558,11 +561,11 @@ impl Face {
         &self,
         modern: bool,
         method: &str,
-        params: Option<&RawValue>,
+        view: &jsonrpc::ParamsView<'_>,
     ) -> Result<CallCtx, &'static str> {
         let mut h = lock(&self.host);
         if modern {
-            let level = protocol::request_log_level(params)
+            let level = protocol::log_level_value(view.meta(protocol::META_LOG_LEVEL))
                 .map_err(|_| "invalid io.modelcontextprotocol/logLevel")?;
             if h.era.is_none() {
                 info!("the host speaks 2026-07-28");
@@ -575,9 +578,8 @@ impl Face {
         }
         drop(h);
         if method == "logging/setLevel" {
-            let level = params
-                .and_then(Fields::parse)
-                .and_then(|f| f.get("level").map(ToOwned::to_owned))
+            let level = view
+                .get("level")
                 .and_then(|l| serde_json::from_str::<String>(l.get()).ok())
                 .and_then(|l| protocol::log_level(&l));
             let (level, _) = level.ok_or("invalid or missing logging level")?;

@@ -12,7 +12,7 @@ use super::fault::Fault;
 use super::probe::discover_from_init;
 use super::{Mode, Remote, Session};
 use crate::call::{Call, EventSender, Outcome};
-use crate::jsonrpc::{self, code, Envelope, Fields};
+use crate::jsonrpc::{self, code, Envelope};
 use crate::protocol;
 
 impl Remote {
@@ -81,14 +81,16 @@ impl Remote {
     ) -> Outcome {
         // A 2025 caller's envelope and level were stamped on by the core (`core::start`).
         let params = call.params.as_deref();
-        let version = jsonrpc::meta_field(params, protocol::META_PROTOCOL_VERSION)
+        // params and its `_meta` parsed once (borrowed) for the version, the name and the headers.
+        let view = jsonrpc::ParamsView::parse(params);
+        let version = view
+            .meta(protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .unwrap_or_else(|| protocol::MODERN.to_owned());
         if call.method == "tools/call" {
-            let name = params
-                .and_then(Fields::parse)
-                .and_then(|f| f.get("name").map(|n| n.get().to_owned()))
-                .and_then(|n| serde_json::from_str::<String>(&n).ok());
+            let name = view
+                .get("name")
+                .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
             if let Some(n) = name {
                 if self.tool(&n).is_none() {
                     self.refresh_tools().await;
@@ -99,7 +101,7 @@ impl Remote {
         let mut transport_retry_left = self.retry_safe(call);
         loop {
             let mut h = self.modern_headers(&version, &call.method);
-            self.name_headers(&mut h, &call.method, params);
+            self.name_headers(&mut h, &call.method, view.fields.as_ref());
             let id = self.mint();
             let frame = jsonrpc::request(&id.to_string(), &call.method, params.map(RawValue::get));
             let ans = match self.exchange(frame, &h, Some(id), Some(events), None).await {

@@ -241,15 +241,18 @@ impl Remote {
             .cloned()
     }
 
-    /// `Mcp-Name` and `Mcp-Param-*` headers for a request.
-    pub(super) fn name_headers(&self, h: &mut HeaderMap, method: &str, params: Option<&RawValue>) {
+    /// `Mcp-Name` and `Mcp-Param-*` headers for a request, from its params' top-level
+    /// fields (parsed once by the caller: borrowed, so a large argument is never copied; only
+    /// a tool with `x-mcp-header` mappings has its arguments parsed).
+    pub(super) fn name_headers(&self, h: &mut HeaderMap, method: &str, p: Option<&Fields<'_>>) {
         let Some(field) = protocol::name_field(method) else {
             return;
         };
-        let p: serde_json::Value = params
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_default();
-        if let Some(n) = p[field].as_str() {
+        let Some(p) = p else { return };
+        let name = p
+            .get(field)
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+        if let Some(n) = &name {
             if let Ok(v) = HeaderValue::from_str(&protocol::encode_header_value(n)) {
                 h.insert(HeaderName::from_static(protocol::H_NAME), v);
             }
@@ -257,11 +260,18 @@ impl Remote {
         if method != "tools/call" {
             return;
         }
-        let Some(tool) = p["name"].as_str().and_then(|n| self.tool(n)) else {
+        let Some(tool) = name.as_deref().and_then(|n| self.tool(n)) else {
             return;
         };
+        if tool.headers.is_empty() {
+            return;
+        }
+        let args: serde_json::Value = p
+            .get("arguments")
+            .and_then(|a| serde_json::from_str(a.get()).ok())
+            .unwrap_or_default();
         for (header, prop) in &tool.headers {
-            let value = match &p["arguments"][prop] {
+            let value = match &args[prop] {
                 serde_json::Value::String(s) => protocol::encode_header_value(s),
                 serde_json::Value::Bool(b) => b.to_string(),
                 serde_json::Value::Number(n) if n.is_i64() || n.is_u64() => n.to_string(),
