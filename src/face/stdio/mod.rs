@@ -518,10 +518,12 @@ impl Face {
                 .spawn(async move { me.send(answer(&id, pong)).await });
             return;
         }
-        let ctx = match self.call_ctx(modern, &method, &view) {
+        let mut ctx = match self.call_ctx(modern, &method, &view) {
             Ok(ctx) => ctx,
             Err(msg) => return self.refuse(t, id, code::INVALID_PARAMS, msg),
         };
+        // Read here already: the upstream's metrics label needs no parse of its own.
+        ctx.tool = crate::face::run::tool_name(&method, &view);
         let stop = Stop::default();
         let listen = modern && method == "subscriptions/listen";
         let entry = Inflight {
