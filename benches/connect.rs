@@ -48,7 +48,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use procfs::{cpu_secs, fmt, median, percentile, status_mb, system_busy_secs, tree_of};
+use procfs::{cpu_secs, env_or, fmt, median, percentile, status_mb, system_busy_secs, tree_of};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -228,13 +228,6 @@ struct Config {
     retries: usize,
     quiet_wait: Duration,
     verbose: bool,
-}
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 impl Config {

@@ -58,7 +58,7 @@ use http::{header, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use mcp_bridge::jsonrpc::{self, Envelope, Fields, Kind};
-use procfs::{cpu_secs, fmt, median, percentile, status_mb, system_busy_secs, wait_quiet};
+use procfs::{cpu_secs, env_or, fmt, median, percentile, status_mb, system_busy_secs, wait_quiet};
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
@@ -132,13 +132,6 @@ struct Config {
     max_others: f64,
     retries: usize,
     quiet_wait: Duration,
-}
-
-fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
-    std::env::var(key)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
 }
 
 fn all_cells() -> Vec<Cell> {

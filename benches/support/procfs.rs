@@ -1,6 +1,6 @@
 //! What the end-to-end benches read from `/proc` and how they summarise it: a process's CPU
 //! time and memory, its children, the machine's busy time (to tell when others disturb a run),
-//! waiting for a quiet machine, medians and percentiles. Shared by `e2e` and `connect`
+//! waiting for a quiet machine, medians and percentiles, and the benches' knobs. Shared by `e2e` and `connect`
 //! (`#[path]`-included, so `streams`, which needs none of it, does not carry it unused).
 
 use std::time::{Duration, Instant};
@@ -139,4 +139,12 @@ pub fn fmt(x: f64, prec: usize) -> String {
     } else {
         format!("{x:.prec$}")
     }
+}
+
+/// A knob from the environment, or `default` when it is unset or does not parse.
+pub fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
