@@ -1,4 +1,4 @@
-//! Wiring: the runtime every subcommand runs on, and `connect`'s stdio face in front of its
+//! Wiring: the runtimes the subcommands run on, and `connect`'s stdio face in front of its
 //! remote. `serve` (every form) is the daemon in `crate::daemon`.
 
 use tokio_util::sync::CancellationToken;
@@ -7,13 +7,14 @@ use tokio_util::task::TaskTracker;
 use crate::upstream::remote::RemoteConfig;
 use crate::upstream::remote_upstream::{self, RemoteUpstream};
 
-/// The runtime every subcommand runs on: tokio's multi-threaded runtime, and one check at the
+/// The runtime a subcommand runs on (multi-threaded, or `connect`'s current-thread), and one check at the
 /// end of each `block_on` that nothing the subcommand spawned outlives it.
 pub struct Runtime(tokio::runtime::Runtime);
 
 /// How long the runtime, once the subcommand is done, waits for blocking work still running
-/// before the process goes on to exit: a read of stdin (`connect`'s host keeps it open)
-/// cannot be interrupted and would otherwise hold the process until the host closes it.
+/// before the process goes on to exit: a read of a stdin that is not a pipe (a terminal;
+/// `crate::pipes`) cannot be interrupted and would otherwise hold the process until the
+/// host closes it.
 const BLOCKING_WAIT: std::time::Duration = std::time::Duration::from_millis(250);
 
 /// How long the exit check lets tasks that have just finished be released (see
@@ -49,13 +50,27 @@ impl Runtime {
     }
 }
 
-/// The multi-threaded runtime every subcommand runs on (`workers`: None = one per core). On
-/// failure the reason is on stderr and the exit code is returned.
+/// The multi-threaded runtime every subcommand but `connect` runs on (`workers`: None = one
+/// per core). On failure the reason is on stderr and the exit code is returned.
 pub fn runtime(workers: Option<usize>) -> Result<Runtime, std::process::ExitCode> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = workers {
         b.worker_threads(n);
     }
+    build(b)
+}
+
+/// `connect`'s runtime: tokio's current-thread runtime, every task on the calling thread.
+/// connect is one host's pipe in front of one remote; on two workers each hop of a call
+/// (stdin → the face's task → the remote's task → hyper's connection → back) could wake the
+/// other thread, and those wake-ups were most of a sequential call's cost over the floor
+/// (benches/RESULTS.md, 2026-12-07). Blocking work (the OAuth store's files) still goes to
+/// the blocking pool.
+pub fn current_thread_runtime() -> Result<Runtime, std::process::ExitCode> {
+    build(tokio::runtime::Builder::new_current_thread())
+}
+
+fn build(mut b: tokio::runtime::Builder) -> Result<Runtime, std::process::ExitCode> {
     b.enable_all().build().map(Runtime).map_err(|e| {
         eprintln!("mcp-bridge: cannot start the runtime: {e}");
         std::process::ExitCode::FAILURE
@@ -145,16 +160,20 @@ pub async fn run_connect(
             metrics_stop.clone(),
         ))
     });
+    // The host's pipes on the reactor (no blocking-pool hop per read and write: `pipes`).
+    let (input, output) = crate::pipes::open();
     crate::face::stdio::serve(
         upstream,
         hello,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        input,
+        output,
         limits,
         crate::core::meter::Meter::new(metrics, std::sync::Arc::from(server.as_str())),
         shutdown,
     )
     .await;
+    // O_NONBLOCK lives on descriptions the host shares: back to blocking before anything else.
+    crate::pipes::restore();
     // The remote's session ends (a 2025 remote gets its DELETE), bounded.
     stop.cancel();
     tracker.close();

@@ -26,6 +26,7 @@ pub mod http_util;
 pub mod jsonrpc;
 pub mod metrics;
 pub mod oauth;
+pub mod pipes;
 pub mod protocol;
 pub mod reload;
 pub mod telemetry;

@@ -151,7 +151,7 @@ fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
             return ExitCode::from(EX_USAGE);
         }
     };
-    let rt = match mcp_bridge::app::runtime(Some(2)) {
+    let rt = match mcp_bridge::app::current_thread_runtime() {
         Ok(rt) => rt,
         Err(code) => return code,
     };

@@ -58,7 +58,7 @@ mod input;
 mod io;
 mod listen;
 mod server;
-mod stdio;
+use mcp_bridge::pipes as stdio;
 #[cfg(test)]
 mod tests;
 mod tools;

@@ -278,7 +278,7 @@ fn lookup(req: &Request<'_>, args: Args<'_>) -> Reply {
 /// `crash`: exit at once with status 3 (stdio back in blocking mode first).
 fn crash() -> Reply {
     eprintln!("demo: crash requested, exiting with status 3");
-    super::stdio::restore();
+    mcp_bridge::pipes::restore();
     std::process::exit(3);
 }
 

@@ -1,11 +1,13 @@
-//! Process stdin/stdout as async streams for the demo server.
+//! Process stdin/stdout as async streams, for the two processes whose stdio *is* the MCP
+//! channel: the demo server (a child) and `connect` (a host's child).
 //!
 //! When both are pipes (a spawned child's normal case) they are driven by the tokio reactor
-//! directly (`O_NONBLOCK`), which is an order of magnitude faster per message than tokio's
-//! blocking-pool stdio; otherwise (a terminal, a file) tokio's stdio is used. [`restore`] puts
-//! the descriptors back into blocking mode, since `O_NONBLOCK` lives on the open file
-//! description shared with the parent. Kept apart because it is the only platform-specific
-//! code of the demo.
+//! directly (`O_NONBLOCK`): no hop through tokio's blocking pool per read and per write, which
+//! tokio's own stdio makes (a thread wake-up each way, measured as an order of magnitude per
+//! message for the demo and a visible share of connect's latency). Otherwise (a terminal, a
+//! file, `/dev/null`) tokio's stdio is used. [`restore`] puts the descriptors back into
+//! blocking mode, since `O_NONBLOCK` lives on the open file description shared with the
+//! parent. Kept apart because it is the only platform-specific code of both.
 
 use std::io;
 use std::pin::Pin;
@@ -13,13 +15,13 @@ use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-pub(super) enum Input {
+pub enum Input {
     #[cfg(unix)]
     Pipe(tokio::net::unix::pipe::Receiver),
     Std(tokio::io::Stdin),
 }
 
-pub(super) enum Output {
+pub enum Output {
     #[cfg(unix)]
     Pipe(tokio::net::unix::pipe::Sender),
     Std(tokio::io::Stdout),
@@ -28,7 +30,7 @@ pub(super) enum Output {
 /// Reactor-driven pipes when both ends are pipes, tokio's stdio otherwise.
 /// Must be called inside the runtime.
 #[cfg(unix)]
-pub(super) fn open() -> (Input, Output) {
+pub fn open() -> (Input, Output) {
     use std::os::fd::AsFd;
     use tokio::net::unix::pipe;
 
@@ -60,7 +62,7 @@ pub(super) fn open() -> (Input, Output) {
 }
 
 #[cfg(not(unix))]
-pub(super) fn open() -> (Input, Output) {
+pub fn open() -> (Input, Output) {
     (
         Input::Std(tokio::io::stdin()),
         Output::Std(tokio::io::stdout()),
@@ -70,7 +72,7 @@ pub(super) fn open() -> (Input, Output) {
 /// Put stdin/stdout back into blocking mode (O_NONBLOCK lives on the
 /// shared open file description, so it would outlive this process).
 #[cfg(unix)]
-pub(super) fn restore() {
+pub fn restore() {
     use std::os::fd::AsFd;
     use tokio::net::unix::pipe;
 
@@ -87,7 +89,7 @@ pub(super) fn restore() {
 }
 
 #[cfg(not(unix))]
-pub(super) fn restore() {}
+pub fn restore() {}
 
 impl AsyncRead for Input {
     fn poll_read(
