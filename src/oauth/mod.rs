@@ -270,30 +270,38 @@ impl OAuth {
         let due = t.due(now_secs());
         let machine = !self.settings.login.grant.needs_person();
         if due && (t.refresh_token.is_some() || machine) {
-            let _g = self.busy.lock().await;
-            if self.token().as_ref() == Some(&t) {
-                match self.lock_and_adopt(Some(&t)).await {
-                    // Another copy refreshed it meanwhile: its token is ours now.
-                    Ok((_lock, Some(_))) => {}
-                    Ok((_lock, None)) if t.refresh_token.is_some() => {
-                        info!("the access token expires soon: refreshing it");
-                        if let Err(e) = self.refresh().await {
-                            warn!("refreshing ahead of expiry failed: {e}");
-                        }
-                    }
-                    Ok((_lock, None)) => {
-                        info!("the access token expires soon: asking for a new one");
-                        if let Err(Recover::Failed(e) | Recover::Scope(e)) =
-                            self.login(Bearer::default(), true).await
-                        {
-                            warn!("a new client credentials token failed: {e}");
-                        }
-                    }
-                    Err(e) => warn!("refreshing ahead of expiry: {e}"),
-                }
-            }
+            // Boxed: rare, and its future (a refresh or a login) is large; every request's
+            // future would carry it.
+            Box::pin(self.renew_ahead(t)).await;
         }
         self.token().as_ref().and_then(auth_value)
+    }
+
+    /// The token `t` is about to expire: refresh it (or get a new one), unless another
+    /// request (or another copy of the bridge) has already done so.
+    async fn renew_ahead(&self, t: TokenRecord) {
+        let _g = self.busy.lock().await;
+        if self.token().as_ref() == Some(&t) {
+            match self.lock_and_adopt(Some(&t)).await {
+                // Another copy refreshed it meanwhile: its token is ours now.
+                Ok((_lock, Some(_))) => {}
+                Ok((_lock, None)) if t.refresh_token.is_some() => {
+                    info!("the access token expires soon: refreshing it");
+                    if let Err(e) = self.refresh().await {
+                        warn!("refreshing ahead of expiry failed: {e}");
+                    }
+                }
+                Ok((_lock, None)) => {
+                    info!("the access token expires soon: asking for a new one");
+                    if let Err(Recover::Failed(e) | Recover::Scope(e)) =
+                        self.login(Bearer::default(), true).await
+                    {
+                        warn!("a new client credentials token failed: {e}");
+                    }
+                }
+                Err(e) => warn!("refreshing ahead of expiry: {e}"),
+            }
+        }
     }
 
     /// The remote refused a request sent with `sent` (its `Authorization`, if any): 401

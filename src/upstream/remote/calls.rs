@@ -93,7 +93,7 @@ impl Remote {
                 .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
             if let Some(n) = name {
                 if self.tool(&n).is_none() {
-                    self.refresh_tools().await;
+                    Box::pin(self.refresh_tools()).await;
                 }
             }
         }
@@ -134,7 +134,7 @@ impl Remote {
                         call.method
                     );
                     header_retry_left = false;
-                    self.refresh_tools().await;
+                    Box::pin(self.refresh_tools()).await;
                     continue;
                 }
                 return Outcome::Error(ToOwned::to_owned(e));

@@ -16,7 +16,17 @@ use crate::jsonrpc::{self, code, Envelope, Fields};
 use crate::protocol;
 
 impl Remote {
+    /// The remote's era, probed on first use. Known (every call but the first): no await, and
+    /// the probe's future (the largest of the remote's) is boxed so that a call's does not
+    /// carry it.
     pub(super) async fn mode(&self) -> Result<Mode, Fault> {
+        match self.mode.get() {
+            Some(m) => Ok(m.clone()),
+            None => Box::pin(self.first_mode()).await,
+        }
+    }
+
+    async fn first_mode(&self) -> Result<Mode, Fault> {
         self.mode
             .get_or_try_init(|| async {
                 let m = self.probe().await?;

@@ -38,10 +38,20 @@ impl Remote {
 
     /// The current 2025 session, initialising one if there is none.
     pub(super) async fn ensure_session(self: &Arc<Self>, version: &str) -> Result<Session, Fault> {
-        let mut g = self.session.lock().await;
+        let g = self.session.lock().await;
         if let Some(s) = &*g {
             return Ok(s.clone());
         }
+        // Boxed: every call's future would otherwise carry the opening's (`mode`).
+        Box::pin(self.open_session(g, version)).await
+    }
+
+    /// Open a session while holding the lock `g` (other calls wait for it).
+    async fn open_session(
+        self: &Arc<Self>,
+        mut g: tokio::sync::MutexGuard<'_, Option<Session>>,
+        version: &str,
+    ) -> Result<Session, Fault> {
         let s = self.initialize_remote(version).await?;
         *g = Some(s.clone());
         drop(g);

@@ -102,6 +102,14 @@ pub(super) fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
 
 /// What an answer asks of the OAuth client: a 401 (with its Bearer challenge, if any), or a
 /// 403 whose Bearer challenge says `insufficient_scope` (its `scope`, possibly empty).
+/// A request the remote refused (`refusal`), with what was sent.
+struct Refused {
+    resp: Response<Incoming>,
+    need: Need,
+    challenge: Option<Bearer>,
+    sent: Option<HeaderValue>,
+}
+
 fn refusal(resp: &Response<Incoming>) -> Option<(Need, Option<Bearer>)> {
     let challenge = crate::oauth::challenge::bearer(
         resp.headers()
@@ -184,13 +192,39 @@ impl Remote {
         }
         let sent = req.headers().get(AUTHORIZATION).cloned();
         let (parts, body) = req.into_parts();
-        let (method, mut headers) = (parts.method, parts.headers);
+        let (method, headers) = (parts.method, parts.headers);
         let resp = self
             .send_proved(oauth, &method, headers.clone(), body.clone())
             .await?;
         let Some((need, challenge)) = refusal(&resp) else {
             return Ok(resp);
         };
+        // Boxed: a login is rare and its future large; every request's would carry it.
+        let refused = Refused {
+            resp,
+            need,
+            challenge,
+            sent,
+        };
+        Box::pin(self.send_after_login(oauth, refused, method, headers, body)).await
+    }
+
+    /// The remote refused a request for want of a (better) token: recover one through the
+    /// OAuth client (refresh, or a new login) and send the request once more.
+    async fn send_after_login(
+        &self,
+        oauth: &crate::oauth::OAuth,
+        r: Refused,
+        method: Method,
+        mut headers: HeaderMap,
+        body: Full<Bytes>,
+    ) -> Result<Response<Incoming>, Fault> {
+        let Refused {
+            resp,
+            need,
+            challenge,
+            sent,
+        } = r;
         match oauth.recover(need.clone(), challenge, sent.as_ref()).await {
             Ok(v) => {
                 drop(resp);
