@@ -164,6 +164,7 @@ fn connect(args: mcp_bridge::cli::connect::ConnectArgs) -> ExitCode {
         let limits = mcp_bridge::face::stdio::HostLimits {
             max_line: args.max_line,
             park_timeout: args.park_timeout,
+            max_inflight: args.max_inflight as usize,
         };
         let done = mcp_bridge::app::run_connect(cfg, limits, name, args.metrics_listen, shutdown);
         let done = done.await;

@@ -22,6 +22,10 @@ pub struct ConnectArgs {
     /// something) waits for the host's retry before it is cancelled at the remote.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub park_timeout: Duration,
+    /// Most host requests in flight at once (listens included); one more is answered with a
+    /// JSON-RPC error until some are answered.
+    #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub max_inflight: u32,
     /// How long era detection waits for an answer before assuming a 2025 server.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,

@@ -9,6 +9,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod bounds;
 mod faults;
 mod happy;
 mod listen;

@@ -108,6 +108,13 @@ impl Host {
         s.flush().expect("flush");
     }
 
+    /// Write `bytes` as they are (lines of the test's own making), in one write.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let s = self.stdin.as_mut().expect("stdin open");
+        s.write_all(bytes).expect("write to connect's stdin");
+        s.flush().expect("flush");
+    }
+
     pub fn request(&mut self, id: Value, method: &str, params: Value) {
         self.send(&json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
     }

@@ -96,11 +96,6 @@ const PRINCIPAL: &str = "stdio-host";
 /// Most calls parked at once for a 2026 host's input.
 const MAX_PARKED: usize = 256;
 
-/// Most host requests in flight at once (listens included): one more is refused with a
-/// JSON-RPC error (counted as the bridge's, `source="bridge"`) until some are answered. A
-/// desktop host stays far below it; a host that floods cannot grow the face without bound.
-const MAX_INFLIGHT: usize = 4096;
-
 /// Most 2025 server requests of the remote waiting for the host's answer at once (serve's
 /// sessions keep the same bound): one more is refused to the remote with `-32603` (counted
 /// as `dropped_frames_total{reason="slow_consumer"}`). A 2026 remote's input requests to a
@@ -195,7 +190,7 @@ struct Face {
     /// for from it (a 2026 remote's input requests): the per-caller state serve's sessions
     /// hold too.
     caller: Caller,
-    /// Host request id (exact JSON text) → its call (at most `MAX_INFLIGHT`).
+    /// Host request id (exact JSON text) → its call (at most `--max-inflight`).
     inflight: Bounded<String, Inflight>,
     /// 2026 host's listens served by the bridge (2025 remote), by listen id (exact JSON text).
     listens: Mutex<HashMap<String, Arc<Listener>>>,
@@ -225,12 +220,17 @@ struct Face {
     obs: Meter,
 }
 
-/// What the host side may cost: its longest line, and how long a call parked for its input
-/// waits for its retry (`--max-line`, `--park-timeout`).
+/// What the host side may cost: its longest line, how long a call parked for its input waits
+/// for its retry, and how many of its requests may be in flight (`--max-line`,
+/// `--park-timeout`, `--max-inflight`). One request over `max_inflight` (listens included) is
+/// refused with a JSON-RPC error (counted as the bridge's, `source="bridge"`) until some are
+/// answered: a desktop host stays far below the default 4096; one that floods cannot grow the
+/// face without bound.
 #[derive(Debug, Clone, Copy)]
 pub struct HostLimits {
     pub max_line: usize,
     pub park_timeout: Duration,
+    pub max_inflight: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -255,8 +255,8 @@ pub async fn serve<R, W>(
     let writer = tokio::spawn(write_loop(output, out_rx));
     // Subscribed before the host's first line: nothing the upstream sends is missed.
     let server_events = up.subscribe();
-    let face = Face::new(up, hello, out, obs, limits.park_timeout);
-    let sweeper = tokio::spawn(sweep_parked(Arc::clone(&face)));
+    let face = Face::new(up, hello, out, obs, limits);
+    let sweeper = tokio::spawn(park::sweep_parked(Arc::clone(&face)));
     // Traffic from the upstream that belongs to no call (a 2025 remote's GET stream).
     let events_task = tokio::spawn(forward_events(Arc::clone(&face), server_events));
     let mut lines = FramedRead::new(input, LineDecoder::new(limits.max_line));
@@ -309,7 +309,7 @@ impl Face {
         hello: Arc<crate::core::Hello>,
         out: mpsc::Sender<Bytes>,
         obs: Meter,
-        park_ttl: Duration,
+        limits: HostLimits,
     ) -> Arc<Self> {
         Arc::new(Face {
             up,
@@ -317,7 +317,7 @@ impl Face {
             out,
             host: Mutex::new(Host::default()),
             caller: Caller::default(),
-            inflight: Bounded::new(MAX_INFLIGHT),
+            inflight: Bounded::new(limits.max_inflight),
             listens: Mutex::new(HashMap::new()),
             resource_subs: ResourceSubs::default(),
             held_started: AtomicBool::new(false),
@@ -327,7 +327,7 @@ impl Face {
             signer: StateSigner::new(),
             parked: ParkStore::new(MAX_PARKED),
             parked_requests: Mutex::new(HashMap::new()),
-            park_ttl,
+            park_ttl: limits.park_timeout,
             askable: Mutex::new(HashMap::new()),
             tracker: TaskTracker::new(),
             obs,
@@ -352,23 +352,6 @@ impl Face {
         self.caller.forget_all_answers();
         self.tracker.close();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.tracker.wait()).await;
-    }
-}
-
-/// Cancel at the remote the parked calls whose host never came back.
-async fn sweep_parked(face: Arc<Face>) {
-    // Often enough for a short --park-timeout too.
-    let every = (face.park_ttl / 4).clamp(Duration::from_millis(200), Duration::from_secs(5));
-    loop {
-        tokio::time::sleep(every).await;
-        for mut p in face.parked.take_expired() {
-            info!(
-                "a {} waiting for the host's input expired: cancelled",
-                p.method
-            );
-            // Counted by the handle as it drops.
-            p.handle.set_cancel_reason("timeout");
-        }
     }
 }
 
@@ -539,7 +522,8 @@ impl Face {
                 return self.refuse(t, id, code::INVALID_REQUEST, msg);
             }
             Err(_) => {
-                warn!("refused {method}: {MAX_INFLIGHT} host requests are in flight");
+                let most = self.inflight.cap();
+                warn!("refused {method}: {most} host requests are in flight (--max-inflight)");
                 let msg = "mcp-bridge: too many requests in flight from this client; retry once some are answered";
                 return self.refuse(t, id, code::UPSTREAM_UNAVAILABLE, msg);
             }

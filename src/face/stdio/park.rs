@@ -25,6 +25,26 @@ const RESUME_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 /// Room for a 2025 remote's GET-stream requests on their way to the one call they are for.
 const ASKS: usize = 8;
 
+/// Cancel at the remote the parked calls whose host never came back.
+pub(super) async fn sweep_parked(face: Arc<Face>) {
+    // Often enough for a short --park-timeout too.
+    let every = (face.park_ttl / 4).clamp(
+        std::time::Duration::from_millis(200),
+        std::time::Duration::from_secs(5),
+    );
+    loop {
+        tokio::time::sleep(every).await;
+        for mut p in face.parked.take_expired() {
+            info!(
+                "a {} waiting for the host's input expired: cancelled",
+                p.method
+            );
+            // Counted by the handle as it drops.
+            p.handle.set_cancel_reason("timeout");
+        }
+    }
+}
+
 /// A parkable call's entry in `Face::askable`, removed when its `follow` ends.
 struct Askable<'a> {
     face: &'a Face,
