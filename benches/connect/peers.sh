@@ -18,8 +18,21 @@ if [ ! -x "$dir/py/bin/mcp-proxy" ]; then
   "$dir/py/bin/pip" install -q mcp-proxy==0.13.0
 fi
 # mcp-stdio-proxy 0.2.10 depends on utoipa-swagger-ui, whose build script downloads Swagger UI
-# from GitHub: without that network it cannot be built, and the bench skips it (said so).
+# from GitHub unless SWAGGER_UI_DOWNLOAD_URL names a local zip (file://). crates.io's
+# utoipa-swagger-ui-vendored carries that zip: fetch it (a throwaway package that depends on
+# it, `cargo fetch`) and point the build at it, so the peer builds with the registry alone.
 if [ ! -x "$dir/rust/bin/mcp-proxy" ]; then
+  vend="$dir/vendored-swagger"
+  mkdir -p "$vend/src"
+  printf '[package]\nname = "vend"\nversion = "0.0.0"\nedition = "2021"\n[dependencies]\nutoipa-swagger-ui-vendored = "=0.2.0"\n' >"$vend/Cargo.toml"
+  echo 'fn main() {}' >"$vend/src/main.rs"
+  zip=""
+  if (cd "$vend" && cargo fetch -q); then
+    zip=$(cd "$vend" && cargo metadata --format-version 1 -q |
+      python3 -c 'import json,sys; m=json.load(sys.stdin); print(next(p["manifest_path"] for p in m["packages"] if p["name"]=="utoipa-swagger-ui-vendored"))')
+    zip=$(ls "$(dirname "$zip")"/res/*.zip 2>/dev/null | head -n1)
+  fi
+  if [ -n "$zip" ]; then export SWAGGER_UI_DOWNLOAD_URL="file://$zip"; fi
   cargo install --locked --root "$dir/rust" mcp-stdio-proxy@0.2.10 ||
     echo "peers.sh: mcp-stdio-proxy did not build (see above); the bench will skip it" >&2
 fi
