@@ -50,14 +50,32 @@ impl Runtime {
     }
 }
 
-/// The multi-threaded runtime every subcommand but `connect` runs on (`workers`: None = one
-/// per core). On failure the reason is on stderr and the exit code is returned.
+/// The multi-threaded runtime every subcommand but `connect` runs on (`workers`: None =
+/// tokio's default, TOKIO_WORKER_THREADS or one per core). On failure the reason is on stderr and the exit code is returned.
 pub fn runtime(workers: Option<usize>) -> Result<Runtime, std::process::ExitCode> {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     if let Some(n) = workers {
         b.worker_threads(n);
     }
     build(b)
+}
+
+/// How many workers serve's runtime gets: `--workers`; else tokio's own default when
+/// TOKIO_WORKER_THREADS is set (None: tokio reads it); else one per core less one, at least
+/// one. The core left over is the stdio children's (and, on a small host, the clients'): with
+/// a worker per core, every hand-off of a call (connection task → child writer → child →
+/// reader → connection task) tended to wake the other, idle worker (a futex wake and a context
+/// switch, ~30 % of serve's CPU at one client), and on two cores one worker answered 1.10× (one
+/// client) to 1.39× (16 clients) the requests of two (benches/RESULTS.md, 2026-12-07).
+pub fn serve_workers(flag: Option<u16>) -> Option<usize> {
+    if let Some(n) = flag {
+        return Some(usize::from(n));
+    }
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+        return None;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+    Some(cores.saturating_sub(1).max(1))
 }
 
 /// `connect`'s runtime: tokio's current-thread runtime, every task on the calling thread.

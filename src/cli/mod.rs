@@ -194,6 +194,10 @@ pub struct ServeArgs {
     /// How long the era probe waits for the child's (or the remote's) answers.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub probe_timeout: Duration,
+    /// Worker threads of the daemon's runtime. Default: one per core less one (at least one),
+    /// leaving a core to the stdio children; TOKIO_WORKER_THREADS, when set, is the default.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: Option<u16>,
     /// Largest request body (bytes; K/M suffixes, KiB/MiB).
     #[arg(long, default_value = "16MiB", value_parser = parse_size)]
     pub max_body: usize,

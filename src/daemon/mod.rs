@@ -182,7 +182,7 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
             return bad_input;
         }
     };
-    let rt = match crate::app::runtime(None) {
+    let rt = match crate::app::runtime(crate::app::serve_workers(args.workers)) {
         Ok(rt) => rt,
         Err(code) => return code,
     };
@@ -376,6 +376,8 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
     let stop_accepting = CancellationToken::new();
     let loops = spawn_accept_loops(&d, &plan, listeners, &stop_accepting);
     info!("servers: {}", router::describe(&d.router.current()));
+    let workers = tokio::runtime::Handle::current().metrics().num_workers();
+    info!(workers, "runtime: {workers} worker thread(s) (--workers)");
     announce_ready(&d).await;
     if let Some(p) = notify::watchdog_period() {
         info!(period_ms = p.as_millis() as u64, "systemd watchdog enabled");

@@ -29,3 +29,4 @@ mod resume;
 mod rmcp_client;
 mod tasks;
 mod upstream;
+mod workers;
