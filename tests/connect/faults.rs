@@ -382,6 +382,78 @@ async fn header_mismatch_refreshes_tools_and_retries_once_invalid_tools_dropped(
     assert_eq!(calls(), 2, "one rejected call, one retry");
 }
 
+/// A host that calls from a cached list, with no `tools/list` first: a tool without header
+/// mappings costs one exchange (no list of connect's own before it); one whose argument must be
+/// mirrored into `Mcp-Param-*` is rejected once with -32020, and then connect lists the tools
+/// and retries it with the header.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_without_a_list_first_is_sent_as_is_and_a_header_tool_recovers() {
+    let remote = fake_remote_with(RemoteEra::Modern, move |v, h| {
+        let id = &v["id"];
+        match v["method"].as_str().unwrap_or("") {
+            "tools/list" => Some(rpc_result(
+                id,
+                json!({"resultType": "complete", "ttlMs": 0, "cacheScope": "private", "tools": [
+                    {"name": "plain", "inputSchema": {"type": "object"}},
+                    {"name": "routed", "inputSchema": {"type": "object", "properties": {
+                        "region": {"type": "string", "x-mcp-header": "Region"}}}}]}),
+            )),
+            "tools/call" => {
+                let routed = v["params"]["name"] == "routed";
+                let header = h.get("mcp-param-region").and_then(|v| v.to_str().ok());
+                Some(if routed && header != Some("eu") {
+                    let e = json!({"jsonrpc": "2.0", "id": id,
+                        "error": {"code": -32020, "message": "Mcp-Param-Region missing"}});
+                    (400, "application/json", e.to_string())
+                } else {
+                    rpc_result(
+                        id,
+                        json!({"resultType": "complete",
+                        "content": [{"type": "text", "text": v["params"]["name"]}]}),
+                    )
+                })
+            }
+            _ => None,
+        }
+    })
+    .await;
+    let count = |method: &str| remote.methods().iter().filter(|m| *m == method).count();
+    let mut h = Host::start(&remote.url, &["--protocol", "2026-07-28"]);
+    h.request(
+        json!(1),
+        "tools/call",
+        modern_call_params("plain", json!({})),
+    );
+    assert_eq!(text(&h.response(&json!(1), T)), "plain");
+    assert_eq!(
+        (count("tools/list"), count("tools/call")),
+        (0, 1),
+        "{:?}",
+        remote.methods()
+    );
+    h.request(
+        json!(2),
+        "tools/call",
+        modern_call_params("routed", json!({"region": "eu"})),
+    );
+    assert_eq!(text(&h.response(&json!(2), T)), "routed");
+    assert_eq!(
+        (count("tools/list"), count("tools/call")),
+        (1, 3),
+        "plain, routed rejected, routed retried with the header: {:?}",
+        remote.methods()
+    );
+    // Known now: the next call carries the header at once.
+    h.request(
+        json!(3),
+        "tools/call",
+        modern_call_params("routed", json!({"region": "eu"})),
+    );
+    assert_eq!(text(&h.response(&json!(3), T)), "routed");
+    assert_eq!((count("tools/list"), count("tools/call")), (1, 4));
+    h.assert_clean_stdout();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broken_2025_stream_resumes_with_last_event_id() {
     use std::sync::{Arc, Mutex};

@@ -67,11 +67,28 @@ impl Remote {
                     | "server/discover"
             );
         }
+        self.called_tool(call).is_some_and(|t| t.retry_safe)
+    }
+
+    /// What is known of the tool a `tools/call` names (None: not listed yet, or not a call).
+    fn called_tool(&self, call: &Call) -> Option<super::ToolInfo> {
         jsonrpc::Fields::parse(call.params.as_deref().unwrap_or(&jsonrpc::raw("{}")))
             .and_then(|f| f.get("name").map(|n| n.get().to_owned()))
             .and_then(|n| serde_json::from_str::<String>(&n).ok())
             .and_then(|n| self.tool(&n))
-            .is_some_and(|t| t.retry_safe)
+    }
+
+    /// `retry_safe` for a 2026 call that has just failed in transport: a tool not listed yet
+    /// is looked up first (the tool list fetched), so `--retry-idempotent` knows its
+    /// annotations. Only on this failure path: a call never waits for a list of its own.
+    async fn retry_safe_after_failure(&self, call: &Call) -> bool {
+        if self.cfg.retry_idempotent
+            && call.method == "tools/call"
+            && self.called_tool(call).is_none()
+        {
+            Box::pin(self.refresh_tools()).await;
+        }
+        self.retry_safe(call)
     }
 
     pub(super) async fn call_modern(
@@ -87,18 +104,13 @@ impl Remote {
             .meta(protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .unwrap_or_else(|| protocol::MODERN.to_owned());
-        if call.method == "tools/call" {
-            let name = view
-                .get("name")
-                .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
-            if let Some(n) = name {
-                if self.tool(&n).is_none() {
-                    Box::pin(self.refresh_tools()).await;
-                }
-            }
-        }
+        // A tool not listed yet (a host that calls from a cached list, without `tools/list`)
+        // is called without its `Mcp-Param-*` headers rather than after a list of its own: a
+        // remote that needs them answers -32020, and then the list is fetched and the call
+        // retried once (below, the spec's recovery). Most tools have no such headers, and the
+        // first call of such a host costs one round trip, not two.
         let mut header_retry_left = true;
-        let mut transport_retry_left = self.retry_safe(call);
+        let mut transport_retry_left = self.cfg.retry_idempotent;
         loop {
             let mut h = self.modern_headers(&version, &call.method);
             self.name_headers(&mut h, &call.method, view.fields.as_ref());
@@ -106,11 +118,14 @@ impl Remote {
             let frame = jsonrpc::request(&id.to_string(), &call.method, params.map(RawValue::get));
             let ans = match self.exchange(frame, &h, Some(id), Some(events), None).await {
                 Ok(a) => a,
-                Err(f)
-                    if transport_retry_left
+                Err(f) => {
+                    let retry = transport_retry_left
                         && f.may_have_reached()
-                        && !matches!(f, Fault::Timeout(_)) =>
-                {
+                        && !matches!(f, Fault::Timeout(_))
+                        && self.retry_safe_after_failure(call).await;
+                    if !retry {
+                        return self.fault_outcome(&f);
+                    }
                     warn!(
                         "{} failed ({}); retrying once (--retry-idempotent)",
                         call.method,
@@ -119,7 +134,6 @@ impl Remote {
                     transport_retry_left = false;
                     continue;
                 }
-                Err(f) => return self.fault_outcome(&f),
             };
             let Some(frame) = ans.frame else {
                 return self.malformed("the remote accepted the request without answering");

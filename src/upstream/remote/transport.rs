@@ -100,8 +100,6 @@ pub(super) fn header_str(h: &HeaderMap, name: &str) -> Option<String> {
     h.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned)
 }
 
-/// What an answer asks of the OAuth client: a 401 (with its Bearer challenge, if any), or a
-/// 403 whose Bearer challenge says `insufficient_scope` (its `scope`, possibly empty).
 /// A request the remote refused (`refusal`), with what was sent.
 struct Refused {
     resp: Response<Incoming>,
@@ -110,6 +108,8 @@ struct Refused {
     sent: Option<HeaderValue>,
 }
 
+/// What an answer asks of the OAuth client: a 401 (with its Bearer challenge, if any), or a
+/// 403 whose Bearer challenge says `insufficient_scope` (its `scope`, possibly empty).
 fn refusal(resp: &Response<Incoming>) -> Option<(Need, Option<Bearer>)> {
     let challenge = crate::oauth::challenge::bearer(
         resp.headers()
