@@ -43,9 +43,11 @@ pub struct ConnectArgs {
 
 impl ConnectArgs {
     pub fn config(&self) -> Result<RemoteConfig, String> {
-        let cfg = self
+        let mut cfg = self
             .remote
             .config(&self.url, self.probe_timeout, Naming::Flags)?;
+        // Tool labels are only worth a round trip when the metrics are served.
+        cfg.learn_tools_first = self.metrics_listen.is_some();
         with_login(cfg, &self.oauth, false)
     }
 }

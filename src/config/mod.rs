@@ -182,6 +182,7 @@ impl PartialEq for RemoteSpec {
             probe_timeout: _,
             idle_timeout,
             oauth,
+            learn_tools_first,
         } = &self.0;
         let o = &other.0;
         *url == o.url
@@ -196,6 +197,7 @@ impl PartialEq for RemoteSpec {
             && *max_response == o.max_response
             && *idle_timeout == o.idle_timeout
             && *oauth == o.oauth
+            && *learn_tools_first == o.learn_tools_first
     }
 }
 

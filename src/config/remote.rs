@@ -251,6 +251,7 @@ impl RemoteArgs {
             probe_timeout,
             idle_timeout: self.idle_timeout,
             oauth: None,
+            learn_tools_first: true,
         })
     }
 }

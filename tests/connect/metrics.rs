@@ -370,12 +370,13 @@ async fn request_timeout_is_a_bridge_error_and_a_timeout_cancellation() {
             r#"mcp_bridge_cancellations_total{cause="client_notification"}"#.into(),
             0.0,
         ),
-        // server/discover and the slow call's event stream (serve starts one after 1 s); no
-        // tools/list: a call is sent as it is, without a list first.
+        // server/discover, the tools/list connect sent to learn the unknown tool (with
+        // --metrics-listen, for its label; without, the call goes first: faults.rs), and the
+        // slow call's event stream (serve starts one after 1 s).
         (
             r#"mcp_bridge_http_responses_total{method="POST",route="upstream",status="200"}"#
                 .into(),
-            2.0,
+            3.0,
         ),
         (
             r#"mcp_bridge_upstream_transport_failures_total{reason="connection_lost",server="127.0.0.1"}"#

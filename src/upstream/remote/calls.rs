@@ -104,11 +104,19 @@ impl Remote {
             .meta(protocol::META_PROTOCOL_VERSION)
             .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
             .unwrap_or_else(|| protocol::MODERN.to_owned());
-        // A tool not listed yet (a host that calls from a cached list, without `tools/list`)
-        // is called without its `Mcp-Param-*` headers rather than after a list of its own: a
-        // remote that needs them answers -32020, and then the list is fetched and the call
-        // retried once (below, the spec's recovery). Most tools have no such headers, and the
-        // first call of such a host costs one round trip, not two.
+        // A tool not listed yet (a client that calls from a cached list, without `tools/list`):
+        // listed first only if `learn_tools_first` (its metrics label, headers and
+        // annotations). Otherwise it is sent without `Mcp-Param-*` headers; a remote that
+        // needs them answers -32020, and then the list is fetched and the call retried once
+        // (below, the spec's recovery), so the first call costs one round trip, not two.
+        if self.cfg.learn_tools_first && call.method == "tools/call" {
+            let name = view
+                .get("name")
+                .and_then(|n| serde_json::from_str::<String>(n.get()).ok());
+            if name.is_some_and(|n| self.tool(&n).is_none()) {
+                Box::pin(self.refresh_tools()).await;
+            }
+        }
         let mut header_retry_left = true;
         let mut transport_retry_left = self.cfg.retry_idempotent;
         loop {

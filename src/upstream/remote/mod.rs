@@ -91,6 +91,14 @@ pub struct RemoteConfig {
     /// Log in with OAuth on a 401 (`connect` without a static token); None = never.
     /// (Boxed: it is large and most remotes have none.)
     pub oauth: Option<Box<crate::oauth::OAuthSettings>>,
+    /// Before a `tools/call` names a tool the remote has not listed, list the tools (once):
+    /// the call's metrics then carry its `tool` label, and its `Mcp-Param-*` headers and
+    /// annotations are known before it is sent. Off, the call is sent at once (a 2026 remote
+    /// that needs the headers answers -32020, and the list is fetched then: the spec's
+    /// recovery). On for serve's remotes (their metrics are always served); `connect` turns
+    /// it on only with `--metrics-listen`, so a host calling from a cached list does not
+    /// wait a round trip for labels nobody scrapes.
+    pub learn_tools_first: bool,
 }
 
 impl RemoteConfig {
