@@ -147,6 +147,11 @@ impl Cancel for ChildCancel {
 }
 
 impl Proc {
+    /// How many calls of this process wait for the child's answer.
+    pub(super) fn in_flight(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
     /// A fresh process's state around the sender of its stdin queue.
     pub(super) fn new(stdin: mpsc::Sender<Bytes>, detached: &crate::call::Detached) -> Self {
         Self {

@@ -115,7 +115,8 @@ impl ChildUpstream {
         let io_done = CancellationToken::new();
         let mut tasks = tokio::task::JoinSet::new();
         if let Some(stdin) = child.stdin.take() {
-            tasks.spawn(write_stdin(stdin, stdin_rx, proc.close_stdin.clone()));
+            let (weak, close) = (Arc::downgrade(&proc), proc.close_stdin.clone());
+            tasks.spawn(write_stdin(stdin, stdin_rx, weak, close));
         }
         if let Some(stderr) = child.stderr.take() {
             tasks.spawn(drain_stderr(cfg.name.clone(), stderr));
@@ -216,9 +217,18 @@ impl ChildUpstream {
     }
 }
 
+/// The child's stdin: frames from the queue, one line each, as few writes as the traffic
+/// allows. Every write wakes the child, and tokio runs a task it has just woken next (its LIFO
+/// slot), so without help each frame would be written alone: at 16 clients the profile had 11 %
+/// of serve's CPU in the pipe writes, one per frame. So when other calls of this process are
+/// in flight, the writer first yields once: the tasks already runnable (other connections with
+/// their requests read) queue their frames, and one write carries them all. With one call in
+/// flight it writes at once (no added latency for a lone caller). `proc` is weak: the writer
+/// must not keep the queue's sender alive, or the queue would never close.
 async fn write_stdin(
     mut stdin: tokio::process::ChildStdin,
     mut rx: mpsc::Receiver<Bytes>,
+    proc: std::sync::Weak<Proc>,
     close: CancellationToken,
 ) {
     let mut buf = BytesMut::with_capacity(64 * 1024);
@@ -227,6 +237,9 @@ async fn write_stdin(
             m = rx.recv() => match m { Some(m) => m, None => break },
             _ = close.cancelled() => break,
         };
+        if rx.is_empty() && proc.upgrade().is_some_and(|p| p.in_flight() > 1) {
+            tokio::task::yield_now().await;
+        }
         buf.clear();
         buf.put_slice(&first);
         buf.put_u8(b'\n');
