@@ -6,6 +6,8 @@
 //! - [`mrtr`]: multi-round-trip requests: signed `requestState` (with the signer's key id, so
 //!   other bridges' states pass), parked calls, input requests for 2025 peers, the capability
 //!   gate (`may_ask`) and bridge-minted request ids;
+//! - [`request_state`]: the signed `requestState` itself (format, keys, HMAC, checks), which
+//!   `mrtr` re-exports;
 //! - [`notifications`]: listens and their filters, resource subscription ref-counts,
 //!   `subscriptionId` tags, acknowledgement/completion bodies, the 2025 log-level floor;
 //! - [`park`]: parking a 2026 caller's call on a 2025 upstream (the gate per request, the
@@ -21,4 +23,5 @@ pub mod lifecycle;
 pub mod mrtr;
 pub mod notifications;
 pub mod park;
+pub mod request_state;
 pub mod rounds;

@@ -6,10 +6,9 @@
 //! parameters, and the refresh grant. The grants themselves are the `oauth2` crate's (PKCE,
 //! the form encoding, error parsing); this file only drives them, with every wait bounded.
 //!
-//! The logins without a browser are here too: the device authorization grant (RFC 8628: the
-//! verification URL and user code on stderr, then the `oauth2` crate's polling, which honours
-//! `interval`, `authorization_pending` and `slow_down` (+5 s), bounded by `--oauth-timeout`)
-//! and the client credentials grant (a machine: a client secret, sent as the metadata allows,
+//! The logins without a browser: the device authorization grant (RFC 8628) is in
+//! [`super::device`] (re-exported here, built on this file's client and token helpers), and
+//! the client credentials grant is here (a machine: a client secret, sent as the metadata allows,
 //! Basic preferred, or a `private_key_jwt` assertion from [`super::assertion`]).
 
 use std::collections::HashMap;
@@ -24,10 +23,9 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use oauth2::basic::{BasicClient, BasicErrorResponseType};
 use oauth2::{
-    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken,
-    DeviceAuthorizationUrl, DeviceCodeErrorResponseType, EndpointNotSet, EndpointSet,
-    PkceCodeChallenge, RedirectUrl, RefreshToken, RequestTokenError, Scope,
-    StandardDeviceAuthorizationResponse, TokenResponse, TokenUrl,
+    AuthType, AuthUrl, AuthorizationCode, ClientId, ClientSecret, CsrfToken, EndpointNotSet,
+    EndpointSet, PkceCodeChallenge, RedirectUrl, RefreshToken, RequestTokenError, Scope,
+    TokenResponse, TokenUrl,
 };
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -38,6 +36,8 @@ use super::discovery::AsMeta;
 use super::http::Fetch;
 use super::register::StaticClient;
 use super::store::{now_secs, ClientRecord, Secret, TokenRecord};
+
+pub use super::device::{device, device_endpoint};
 
 /// How the client gets a token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -155,7 +155,10 @@ fn oauth_client(meta: &AsMeta, client: &ClientRecord) -> Result<Oauth, String> {
 /// How `client` authenticates at the token endpoint, and with which secret: the method it was
 /// registered with when known (RFC 7591 §3.2.1: `none` sends no secret), else as the
 /// metadata allows ([`secret_auth`]).
-fn client_auth<'a>(meta: &AsMeta, client: &'a ClientRecord) -> (AuthType, Option<&'a Secret>) {
+pub(super) fn client_auth<'a>(
+    meta: &AsMeta,
+    client: &'a ClientRecord,
+) -> (AuthType, Option<&'a Secret>) {
     let secret = client.client_secret.as_ref();
     match client.token_endpoint_auth_method.as_deref() {
         Some("none") => (AuthType::RequestBody, None),
@@ -177,11 +180,11 @@ fn secret_auth(meta: &AsMeta) -> AuthType {
     }
 }
 
-fn token_url(meta: &AsMeta) -> Result<TokenUrl, String> {
+pub(super) fn token_url(meta: &AsMeta) -> Result<TokenUrl, String> {
     TokenUrl::new(meta.token_endpoint.clone()).map_err(|e| format!("token endpoint: {e}"))
 }
 
-fn scopes(scope: Option<&str>) -> impl Iterator<Item = Scope> + '_ {
+pub(super) fn scopes(scope: Option<&str>) -> impl Iterator<Item = Scope> + '_ {
     scope
         .unwrap_or("")
         .split_whitespace()
@@ -189,11 +192,11 @@ fn scopes(scope: Option<&str>) -> impl Iterator<Item = Scope> + '_ {
 }
 
 /// A token endpoint's refusal, for messages (its `error` and description; never a body).
-fn refusal<T: std::fmt::Display>(r: &T) -> String {
+pub(super) fn refusal<T: std::fmt::Display>(r: &T) -> String {
     r.to_string()
 }
 
-fn token_record(
+pub(super) fn token_record(
     t: &oauth2::basic::BasicTokenResponse,
     old_refresh: Option<&Secret>,
 ) -> TokenRecord {
@@ -281,155 +284,6 @@ pub async fn refresh(
     }
     let t = req.request_async(&http).await.map_err(grant_error)?;
     Ok(token_record(&t, Some(refresh_token)))
-}
-
-/// The device authorization endpoint, or why there is none.
-pub fn device_endpoint(meta: &AsMeta) -> Result<&str, String> {
-    meta.device_authorization_endpoint
-        .as_deref()
-        .ok_or_else(|| {
-            format!(
-                "the authorization server {} offers no device login (its metadata has no \
-             device_authorization_endpoint): log in without --oauth-device-code",
-                meta.issuer
-            )
-        })
-}
-
-/// The device authorization grant: ask for a device code, show the user where to enter it
-/// (stderr), poll the token endpoint until the user approves, refuses, or the code or
-/// `settings.timeout` runs out.
-pub async fn device(
-    fetch: &Fetch,
-    meta: &AsMeta,
-    client: &ClientRecord,
-    resource: Option<&str>,
-    scope: Option<&str>,
-    settings: &LoginSettings,
-) -> Result<TokenRecord, String> {
-    let endpoint = device_endpoint(meta)?;
-    let mut c = BasicClient::new(ClientId::new(client.client_id.clone()))
-        .set_device_authorization_url(
-            DeviceAuthorizationUrl::new(endpoint.to_owned())
-                .map_err(|e| format!("device authorization endpoint: {e}"))?,
-        )
-        .set_token_uri(token_url(meta)?);
-    let (auth, secret) = client_auth(meta, client);
-    c = c.set_auth_type(auth);
-    if let Some(s) = secret {
-        c = c.set_client_secret(ClientSecret::new(s.0.clone()));
-    }
-    let http = |req| {
-        let f = fetch.clone();
-        async move { f.oauth2(req).await }
-    };
-    let mut req = c.exchange_device_code().add_scopes(scopes(scope));
-    if let Some(r) = resource {
-        req = req.add_extra_param("resource", r.to_owned());
-    }
-    for (k, v) in &settings.params {
-        req = req.add_extra_param(k.clone(), v.clone());
-    }
-    let details: StandardDeviceAuthorizationResponse = req
-        .request_async(&http)
-        .await
-        .map_err(device_authorization_error)?;
-    show_device_code(meta, &details);
-    let limit = settings.timeout.min(details.expires_in());
-    let mut poll = c.exchange_device_access_token(&details);
-    if let Some(r) = resource {
-        poll = poll.add_extra_param("resource", r.to_owned());
-    }
-    let work = poll.request_async(&http, tokio::time::sleep, Some(limit));
-    // The crate stops polling at `limit`; this also bounds a poll that is in flight then.
-    let grace = limit.saturating_add(Duration::from_secs(35));
-    let t = match tokio::time::timeout(grace, work).await {
-        Err(_) => None,
-        Ok(Err(e)) => match device_poll_error(e, meta) {
-            Some(message) => return Err(message),
-            None => None, // the code expired
-        },
-        Ok(Ok(t)) => Some(t),
-    };
-    let Some(t) = t else {
-        return Err(format!(
-            "the device login was not completed within {} s (the code expired, or \
-             --oauth-timeout)",
-            limit.as_secs()
-        ));
-    };
-    info!("logged in to {} (device login)", meta.issuer);
-    Ok(token_record(&t, None))
-}
-
-/// Why the device authorization request got no device code, for messages.
-fn device_authorization_error<E: std::error::Error>(
-    e: RequestTokenError<E, oauth2::basic::BasicErrorResponse>,
-) -> String {
-    match e {
-        RequestTokenError::ServerResponse(r) => {
-            format!("the device authorization endpoint refused: {}", refusal(&r))
-        }
-        RequestTokenError::Request(e) => format!("device authorization request failed: {e}"),
-        RequestTokenError::Parse(e, _) => {
-            format!("the device authorization answer is not valid: {e}")
-        }
-        RequestTokenError::Other(s) => s,
-    }
-}
-
-/// Show the user (stderr) where to enter the device code, and log the wait.
-fn show_device_code(meta: &AsMeta, details: &StandardDeviceAuthorizationResponse) {
-    let uri = details.verification_uri().as_str();
-    let code = details.user_code().secret();
-    match details.verification_uri_complete() {
-        Some(full) => eprintln!(
-            "mcp-bridge: to log in to {}, open\n\n  {}\n\nor go to {uri} and enter the code {code}\n",
-            meta.issuer,
-            full.secret()
-        ),
-        None => eprintln!(
-            "mcp-bridge: to log in to {}, go to\n\n  {uri}\n\nand enter the code {code}\n",
-            meta.issuer
-        ),
-    }
-    info!(
-        "waiting for the device login at {} (code valid {} s, polling every {} s)",
-        meta.issuer,
-        details.expires_in().as_secs(),
-        details.interval().as_secs()
-    );
-}
-
-/// Why polling for the device login's token failed, for messages; `None` when the code
-/// expired (the caller reports that as a login not completed in time).
-fn device_poll_error<E: std::error::Error>(
-    e: RequestTokenError<E, oauth2::DeviceCodeErrorResponse>,
-    meta: &AsMeta,
-) -> Option<String> {
-    Some(match e {
-        RequestTokenError::ServerResponse(r)
-            if *r.error() == DeviceCodeErrorResponseType::ExpiredToken =>
-        {
-            return None
-        }
-        RequestTokenError::ServerResponse(r)
-            if *r.error() == DeviceCodeErrorResponseType::AccessDenied =>
-        {
-            format!(
-                "the device login was refused at {} (access_denied)",
-                meta.issuer
-            )
-        }
-        RequestTokenError::ServerResponse(r) => {
-            format!("the token endpoint refused: {}", refusal(&r))
-        }
-        RequestTokenError::Request(e) => format!("token request failed: {e}"),
-        RequestTokenError::Parse(e, _) => {
-            format!("the token endpoint's answer is not a token: {e}")
-        }
-        RequestTokenError::Other(s) => s,
-    })
 }
 
 /// The client credentials grant (no user): the client authenticates with its secret or a

@@ -29,6 +29,7 @@
 pub mod admin;
 pub mod assertion;
 pub mod challenge;
+pub mod device;
 pub mod discovery;
 pub mod dpop;
 pub mod exchange;
