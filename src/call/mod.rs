@@ -197,9 +197,13 @@ impl EventReceiver {
             }
         }
     }
-    /// Have every event pass through `f` from here on (None from it: the event is dropped).
+    /// Have every event pass through `f` from here on (None from it: the event is dropped),
+    /// after any map set before.
     pub fn map_with(&mut self, f: EventMap) {
-        self.map = Some(f);
+        self.map = Some(match self.map.take() {
+            Some(first) => Box::new(move |e| first(e).and_then(&f)),
+            None => f,
+        });
     }
     fn mapped(&self, e: CallEvent) -> Option<CallEvent> {
         match &self.map {
@@ -736,6 +740,19 @@ pub trait Upstream: Send + Sync {
     fn is_ready(&self) -> bool;
     /// What the era probe learned, waiting up to `wait` for a (re)starting upstream.
     fn info(&self, wait: Duration) -> BoxFuture<'_, Result<UpstreamInfo, BridgeError>>;
+    /// The era of the peer that answers `method` (an aggregation endpoint: the member it is
+    /// routed to; what the endpoint answers itself is in the `caller`'s era already); None
+    /// when that is not known within `wait`.
+    fn call_era<'a>(
+        &'a self,
+        method: &'a str,
+        params: Option<&'a RawValue>,
+        caller: Era,
+        wait: Duration,
+    ) -> BoxFuture<'a, Option<Era>> {
+        let _ = (method, params, caller);
+        Box::pin(async move { self.info(wait).await.ok().map(|i| i.era) })
+    }
     /// Start a call, waiting up to `wait` for a (re)starting upstream.
     fn call(&self, call: Call, wait: Duration) -> BoxFuture<'_, Result<CallHandle, BridgeError>>;
     /// Traffic that belongs to no call.

@@ -35,6 +35,9 @@ pub struct FileConfig {
     pub default_server: Option<String>,
     #[serde(default)]
     pub servers: BTreeMap<String, ServerFile>,
+    /// Paths that merge several servers (`crate::upstream::aggregate`).
+    #[serde(default)]
+    pub endpoints: BTreeMap<String, super::endpoint::EndpointFile>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -17,6 +17,7 @@
 //! are read while resolving, so a changed secret makes a different spec (SIGHUP replaces the
 //! server) and `check-config` reads them too.
 
+pub mod endpoint;
 mod file;
 pub mod limits;
 pub mod oauth;
@@ -147,6 +148,8 @@ pub enum Target {
     Command(CommandSpec),
     /// A remote Streamable HTTP server.
     Url(RemoteSpec),
+    /// Several of the plan's servers merged behind one path (`[endpoints.NAME]`).
+    Endpoint(endpoint::EndpointSpec),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -219,7 +222,7 @@ pub struct Plan {
     /// What each listener's connections may cost.
     pub conn: ConnLimits,
     pub default_server: Option<String>,
-    /// Sorted by name.
+    /// Sorted by name; endpoints (`Target::Endpoint`) after every server they merge.
     pub servers: Vec<ServerSpec>,
     /// Plain `serve`: one server at its own path, answering every request on the listener
     /// itself (health, metrics, 404s); no `/servers/` routes.
@@ -261,6 +264,7 @@ impl ServerSpec {
                 cfg.probe_timeout = self.limits.probe_timeout;
                 UpstreamSpec::Remote(cfg)
             }
+            Target::Endpoint(e) => UpstreamSpec::Endpoint(e.clone()),
         }
     }
 }
@@ -472,14 +476,34 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
     for (n, s) in &file.servers {
         servers.push(resolve_server(n, s, global).map_err(&err)?);
     }
+    let mut paths = std::collections::BTreeMap::new();
+    for (n, e) in &file.endpoints {
+        check_name(n).map_err(&err)?;
+        let (path, spec) = endpoint::resolve(n, e, &file.servers).map_err(&err)?;
+        if let Some(other) = paths.insert(path.clone(), n.clone()) {
+            return Err(err(format!(
+                "endpoints {other:?} and {n:?} have the same path {path:?}"
+            )));
+        }
+        servers.push(ServerSpec {
+            name: n.clone(),
+            path,
+            target: Target::Endpoint(spec),
+            isolation: Isolation::Shared,
+            limits: Resolved::from(global),
+        });
+    }
     let default_server = match file.default_server {
         Some(d) => {
-            if !file.servers.contains_key(&d) {
-                return Err(err(format!("default_server {d:?} is not among [servers]")));
+            if !file.servers.contains_key(&d) && !file.endpoints.contains_key(&d) {
+                return Err(err(format!(
+                    "default_server {d:?} is not among [servers] or [endpoints]"
+                )));
             }
             Some(d)
         }
         None if servers.len() == 1 => Some(servers[0].name.clone()),
+        None if file.endpoints.len() == 1 => file.endpoints.keys().next().cloned(),
         None => None,
     };
     let (auth, public_url) = resolve_auth(file.auth, file.tls);

@@ -113,7 +113,15 @@ pub async fn start(
         }
     }
     let up = &target;
-    let upstream_era = up.info(wait).await.ok().map(|i| i.era);
+    // The era of the peer that answers this call (an endpoint: its member's).
+    let upstream_era = up
+        .call_era(
+            &call.method,
+            call.params.as_deref(),
+            call.ctx.client_era,
+            wait,
+        )
+        .await;
     let modern_on_legacy = call.ctx.client_era == Era::Modern && upstream_era == Some(Era::Legacy);
     let mut floor = None;
     if modern_on_legacy {

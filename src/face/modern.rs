@@ -284,7 +284,13 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         ctx.log_level = Some(level);
     }
     let mut mrtr = None;
-    if info.era == Era::Legacy && crate::era::mrtr::is_mrtr_method(method) {
+    if crate::era::mrtr::is_mrtr_method(method)
+        && app
+            .upstream
+            .call_era(method, pc.env.params, Era::Modern, app.cfg.start_wait)
+            .await
+            == Some(Era::Legacy)
+    {
         // The 2025 child may ask for input: that becomes input_required for this client.
         match crate::core::retry_state(pc.env.params, &app.signer) {
             crate::core::RetryState::Fresh => {}

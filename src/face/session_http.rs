@@ -249,11 +249,11 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
     if method == "ping" {
         return respond::json(StatusCode::OK, jsonrpc::result(rid, "{}"));
     }
+    // The era of the peer that answers (an endpoint: the member the call goes to).
     let child_era = s
         .upstream
-        .info(app.cfg.start_wait)
+        .call_era(method, pc.env.params, Era::Legacy, app.cfg.start_wait)
         .await
-        .map(|i| i.era)
         .unwrap_or(Era::Legacy);
     if method == "logging/setLevel" {
         let level = jsonrpc_field(pc.env.params, "level")

@@ -9,6 +9,7 @@ use tokio_util::task::TaskTracker;
 use crate::call::SharedUpstream;
 use crate::metrics::Metrics;
 
+pub mod aggregate;
 pub mod child;
 pub mod observe;
 pub mod pool;
@@ -22,6 +23,9 @@ pub enum UpstreamSpec {
     Child(child::ChildConfig),
     /// A remote Streamable HTTP server (`--upstream URL`, `url = "…"` in the config).
     Remote(remote::RemoteConfig),
+    /// Other servers of the daemon merged behind one path ([`aggregate`]); started by the
+    /// daemon with its members' upstreams, never by [`launch`].
+    Endpoint(crate::config::endpoint::EndpointSpec),
 }
 
 impl UpstreamSpec {
@@ -29,7 +33,7 @@ impl UpstreamSpec {
     pub fn child(&self) -> Option<&child::ChildConfig> {
         match self {
             UpstreamSpec::Child(c) => Some(c),
-            UpstreamSpec::Remote(_) => None,
+            UpstreamSpec::Remote(_) | UpstreamSpec::Endpoint(_) => None,
         }
     }
 }
@@ -97,6 +101,9 @@ pub fn launch(
                 spawn_for_session: Some(spawn),
                 pin_for_session: None,
             })
+        }
+        UpstreamSpec::Endpoint(_) => {
+            Err("an endpoint is started with its members (daemon::router)".into())
         }
         UpstreamSpec::Remote(cfg) => {
             // Many callers share the remote: its GET stream's requests belong to none of them.
