@@ -61,14 +61,37 @@ pub fn check_config(a: &CheckConfigArgs) -> ExitCode {
             for n in notes {
                 eprintln!("note: {n}");
             }
-            let names: Vec<&str> = plan.servers.iter().map(|s| s.name.as_str()).collect();
-            println!(
-                "{}: ok ({} server{}: {})",
+            let (eps, servers): (Vec<&ServerSpec>, Vec<&ServerSpec>) = plan
+                .servers
+                .iter()
+                .partition(|s| matches!(s.target, crate::config::Target::Endpoint(_)));
+            let names = |v: &[&ServerSpec]| {
+                v.iter()
+                    .map(|s| s.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let plural = |n: usize| if n == 1 { "" } else { "s" };
+            let mut line = format!(
+                "{}: ok ({} server{}: {}",
                 a.file.display(),
-                names.len(),
-                if names.len() == 1 { "" } else { "s" },
-                names.join(", ")
+                servers.len(),
+                plural(servers.len()),
+                names(&servers)
             );
+            if !eps.is_empty() {
+                let paths: Vec<String> = eps
+                    .iter()
+                    .map(|e| format!("{} at {}", e.name, e.path))
+                    .collect();
+                line.push_str(&format!(
+                    "; {} endpoint{}: {}",
+                    eps.len(),
+                    plural(eps.len()),
+                    paths.join(", ")
+                ));
+            }
+            println!("{line})");
             ExitCode::SUCCESS
         }
         Err(e) => {
@@ -296,6 +319,7 @@ impl Daemon {
         spec: &ServerSpec,
         plan: &Plan,
         security: &Prepared,
+        running: &BTreeMap<String, Arc<ServerRt>>,
     ) -> Result<Arc<ServerRt>, StartError> {
         // Named servers say which one failed; plain `serve` has only the one.
         let named = |e: String| {
@@ -320,9 +344,34 @@ impl Daemon {
             plan.allow_origins.clone(),
             self.metrics.clone(),
         );
-        off_runtime(move || ServerRt::start(spec, origins, http, metrics))
-            .await
-            .map_err(|e| StartError::Upstream(named(e)))
+        let crate::config::Target::Endpoint(e) = &spec.target else {
+            return off_runtime(move || ServerRt::start(spec, origins, http, metrics))
+                .await
+                .map_err(|e| StartError::Upstream(named(e)));
+        };
+        // An endpoint merges servers started before it (they come first in the plan).
+        let mut members = Vec::new();
+        for m in &e.members {
+            match running.get(m) {
+                Some(rt) => members.push(rt.clone()),
+                None => {
+                    return Err(StartError::Upstream(named(format!(
+                        "member {m:?} is not running"
+                    ))))
+                }
+            }
+        }
+        let wait = spec.limits.start_wait;
+        let rt = ServerRt::start_endpoint(spec, members, origins, http, metrics)
+            .map_err(|e| StartError::Upstream(named(e)))?;
+        if let Some((agg, _)) = &rt.endpoint {
+            if let Err(e) = agg.check_names(wait).await {
+                rt.drain_and_stop(std::time::Duration::ZERO, &self.hurry)
+                    .await;
+                return Err(StartError::Upstream(named(e)));
+            }
+        }
+        Ok(rt)
     }
 
     fn status(&self) -> String {
@@ -493,7 +542,7 @@ async fn serve_metrics(
 async fn start_all(d: &Daemon, plan: &Plan, bad_input: ExitCode) -> Result<(), ExitCode> {
     let mut servers = BTreeMap::new();
     for spec in &plan.servers {
-        match d.start_server(spec, plan, &d.security()).await {
+        match d.start_server(spec, plan, &d.security(), &servers).await {
             Ok(rt) => {
                 servers.insert(spec.name.clone(), rt);
             }

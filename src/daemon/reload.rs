@@ -180,12 +180,14 @@ impl Daemon {
         let mut s = Started::default();
         for spec in &new.servers {
             let old_rt = current.servers.get(&spec.name);
-            if let Some(rt) = old_rt.filter(|rt| keeps(rt, spec, new)) {
+            // An endpoint stays only while every server it merges stays too.
+            let stays = |rt: &&Arc<ServerRt>| keeps(rt, spec, new) && rt.members_are(&s.servers);
+            if let Some(rt) = old_rt.filter(stays) {
                 s.servers.insert(spec.name.clone(), rt.clone());
                 s.unchanged += 1;
                 continue;
             }
-            match self.start_server(spec, new, security).await {
+            match self.start_server(spec, new, security, &s.servers).await {
                 Ok(rt) => {
                     s.servers.insert(spec.name.clone(), rt);
                     match old_rt {

@@ -29,6 +29,7 @@ use crate::face::accept::{self, AcceptCfg, ReqBody};
 use crate::face::http::{self, App, HttpConfig};
 use crate::face::respond::{self, status_only, Body};
 use crate::metrics::Metrics;
+use crate::upstream::aggregate::Aggregate;
 
 /// The liveness probe's path. Its `GET` does not count against `--max-streams` (a bridge full
 /// of long streams is busy, not dead); `/readyz` does, so a full listener reads unready and a
@@ -44,6 +45,9 @@ pub struct ServerRt {
     pub origins: Vec<String>,
     pub app: Arc<App>,
     inflight: Arc<Requests>,
+    /// An endpoint (`[endpoints.NAME]`): the merge, and the running servers it merges (it
+    /// is replaced when any of them is).
+    pub endpoint: Option<(Arc<Aggregate>, Vec<Arc<ServerRt>>)>,
 }
 
 /// A server's requests (and response bodies) still running, and who waits for none to be.
@@ -116,7 +120,66 @@ impl ServerRt {
             origins,
             app,
             inflight: Arc::new(Requests::default()),
+            endpoint: None,
         }))
+    }
+
+    /// Start an endpoint over `members` (running servers, in the spec's order) and build
+    /// its face. The members are not stopped with it: they belong to their own entries.
+    pub fn start_endpoint(
+        spec: ServerSpec,
+        members: Vec<Arc<ServerRt>>,
+        origins: Vec<String>,
+        cfg: HttpConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<ServerRt>, String> {
+        let crate::config::Target::Endpoint(e) = &spec.target else {
+            return Err(format!("{:?} is not an endpoint", spec.name));
+        };
+        let tracker = TaskTracker::new();
+        let children = CancellationToken::new();
+        let ups = members
+            .iter()
+            .map(|m| (m.name().to_owned(), m.app.upstream.clone()))
+            .collect();
+        let agg = Aggregate::start(
+            &spec.name,
+            e,
+            ups,
+            metrics.clone(),
+            children.clone(),
+            &tracker,
+        );
+        let launched = crate::upstream::Launched {
+            shared: agg.clone(),
+            spawn_for_session: None,
+            pin_for_session: None,
+        };
+        let app = App::start(
+            &spec.name,
+            cfg,
+            launched,
+            metrics,
+            CancellationToken::new(),
+            children,
+            tracker,
+        )?;
+        http::spawn_sweeper(&app);
+        Ok(Arc::new(ServerRt {
+            spec,
+            origins,
+            app,
+            inflight: Arc::new(Requests::default()),
+            endpoint: Some((agg, members)),
+        }))
+    }
+
+    /// For an endpoint: are its members exactly these running servers still?
+    pub fn members_are(&self, running: &BTreeMap<String, Arc<ServerRt>>) -> bool {
+        self.endpoint.as_ref().is_none_or(|(_, ms)| {
+            ms.iter()
+                .all(|m| running.get(m.name()).is_some_and(|r| Arc::ptr_eq(r, m)))
+        })
     }
 
     pub fn name(&self) -> &str {
@@ -245,7 +308,13 @@ impl Router {
                 None => Pick::NotFound,
             };
         }
+        if let Some(rt) = endpoint_at(&routes, path) {
+            return Pick::Server(rt, None);
+        }
         if let Some(rest) = path.strip_prefix(WELL_KNOWN) {
+            if let Some(rt) = endpoint_at(&routes, rest) {
+                return Pick::Server(rt, None);
+            }
             // Protected-resource metadata: path-inserted for a named server, else the default's.
             if let Some(name) = rest
                 .strip_prefix("/servers/")
@@ -315,16 +384,44 @@ impl Router {
             .filter(|s| !s.app.upstream.is_ready())
             .map(|s| s.name())
             .collect();
-        if down.is_empty() {
-            respond::json(
-                StatusCode::OK,
-                Bytes::from_static(b"{\"status\":\"ready\"}"),
-            )
+        // Each endpoint's members, ready or not (an endpoint is ready while one member is).
+        let endpoints: serde_json::Map<String, serde_json::Value> = routes
+            .servers
+            .values()
+            .filter_map(|rt| {
+                let (agg, _) = rt.endpoint.as_ref()?;
+                let members: serde_json::Map<String, serde_json::Value> = agg
+                    .members_ready()
+                    .into_iter()
+                    .map(|(n, r)| (n.to_owned(), json!(if r { "ready" } else { "down" })))
+                    .collect();
+                Some((rt.name().to_owned(), serde_json::Value::Object(members)))
+            })
+            .collect();
+        let mut body = if down.is_empty() {
+            json!({"status": "ready"})
         } else {
-            let body = json!({"status": "not ready", "down": down}).to_string();
-            respond::json(StatusCode::SERVICE_UNAVAILABLE, Bytes::from(body))
+            json!({"status": "not ready", "down": down})
+        };
+        if !endpoints.is_empty() {
+            body["endpoints"] = serde_json::Value::Object(endpoints);
         }
+        let status = if down.is_empty() {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        respond::json(status, Bytes::from(body.to_string()))
     }
+}
+
+/// The endpoint published at `path`, if any.
+fn endpoint_at(routes: &Routes, path: &str) -> Option<Arc<ServerRt>> {
+    routes
+        .servers
+        .values()
+        .find(|rt| rt.endpoint.is_some() && rt.spec.path == path)
+        .cloned()
 }
 
 /// Accept connections on `listener` (bounded by `cfg.limits`) until `stopping` is

@@ -71,6 +71,22 @@ fn with_cursor(params: Option<&serde_json::value::RawValue>, cursor: &str) -> Op
     (!p.is_empty()).then(|| Value::Object(p).to_string())
 }
 
+/// Why a member's page is missing.
+enum Failure {
+    /// The member is not there (down, unreachable).
+    Gone(String),
+    /// It answered, but not with a page.
+    Other(String),
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Gone(s) | Failure::Other(s) => f.write_str(s),
+        }
+    }
+}
+
 /// One page of member `m` for `call` at its own `cursor` ("" = the first).
 async fn page(
     m: &Member,
@@ -78,7 +94,15 @@ async fn page(
     key: &str,
     cursor: &str,
     wait: Duration,
-) -> Result<Page, String> {
+) -> Result<Page, Failure> {
+    let gone = |e: BridgeError| {
+        if super::member_gone(&e) {
+            Failure::Gone(e.to_string())
+        } else {
+            Failure::Other(e.to_string())
+        }
+    };
+    let other = Failure::Other;
     let params = with_cursor(call.params.as_deref(), cursor);
     let c = Call {
         method: call.method.clone(),
@@ -87,21 +111,21 @@ async fn page(
     };
     let h = crate::core::start(&m.up, c, m.wait(wait))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(gone)?;
     let o = tokio::time::timeout(LIST_TIMEOUT, h.outcome)
         .await
-        .map_err(|_| format!("no answer within {LIST_TIMEOUT:?}"))?
-        .map_err(|_| "the call ended without an answer".to_owned())?;
+        .map_err(|_| Failure::Gone(format!("no answer within {LIST_TIMEOUT:?}")))?
+        .map_err(|_| other("the call ended without an answer".to_owned()))?;
     let raw = match o {
         Outcome::Result(r) => r,
-        Outcome::Error(e) => return Err(format!("error {}", e.get())),
-        Outcome::Failed(e) => return Err(e.to_string()),
+        Outcome::Error(e) => return Err(other(format!("error {}", e.get()))),
+        Outcome::Failed(e) => return Err(gone(e)),
     };
-    let mut v: Value = serde_json::from_str(raw.get()).map_err(|e| e.to_string())?;
+    let mut v: Value = serde_json::from_str(raw.get()).map_err(|e| other(e.to_string()))?;
     let items = match v.get_mut(key).map(Value::take) {
         Some(Value::Array(a)) => a,
         Some(Value::Null) | None => Vec::new(),
-        Some(_) => return Err(format!("`{key}` is not an array")),
+        Some(_) => return Err(other(format!("`{key}` is not an array"))),
     };
     Ok(Page {
         items,
@@ -161,8 +185,8 @@ pub async fn merged(agg: Arc<Aggregate>, call: Call, wait: Duration) -> Outcome 
         let m = &agg.members[*i];
         let call = &call;
         async move {
-            if m.is_down() {
-                return Err("it is down".to_owned());
+            if m.is_down() && !m.up.is_ready() {
+                return Err(Failure::Gone("it is down".to_owned()));
             }
             page(m, call, key, cur, wait).await
         }
@@ -173,8 +197,19 @@ pub async fn merged(agg: Arc<Aggregate>, call: Call, wait: Duration) -> Outcome 
     let (mut ttl, mut private) = (None::<u64>, false);
     for ((i, _), p) in pending.iter().zip(pages) {
         let p = match p {
-            Ok(p) => p,
-            Err(e) => {
+            Ok(p) => {
+                agg.note(*i, true);
+                p
+            }
+            Err(Failure::Gone(e)) => {
+                agg.note(*i, false);
+                tracing::warn!(
+                    endpoint = %agg.name, member = %agg.names[*i], method = %call.method,
+                    "a member's list is left out: {e}"
+                );
+                continue;
+            }
+            Err(Failure::Other(e)) => {
                 tracing::warn!(
                     endpoint = %agg.name, member = %agg.names[*i], method = %call.method,
                     "a member's list is left out: {e}"

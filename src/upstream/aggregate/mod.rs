@@ -65,14 +65,19 @@ pub struct Member {
     pub up: SharedUpstream,
     /// Has it been ready once? (A member never ready yet is starting: worth its start wait.)
     seen_ready: AtomicBool,
+    /// Did its last list or call fail for want of it (a remote that stopped answering stays
+    /// "ready" to its upstream: this is how the endpoint knows)?
+    failing: AtomicBool,
 }
 
 impl Member {
-    /// Up once and not now.
+    /// Up once and not now, or failing.
     fn is_down(&self) -> bool {
-        self.seen_ready.load(Ordering::Relaxed) && !self.up.is_ready()
+        self.failing.load(Ordering::Relaxed)
+            || self.seen_ready.load(Ordering::Relaxed) && !self.up.is_ready()
     }
-    /// The wait a call to it gets.
+    /// The wait a call to it gets: its start wait while it is starting, a short one once
+    /// it is down.
     fn wait(&self, wait: Duration) -> Duration {
         if self.is_down() {
             wait.min(DOWN_WAIT)
@@ -80,6 +85,14 @@ impl Member {
             wait
         }
     }
+}
+
+/// Does `e` say the member itself is not there (rather than that this one call failed)?
+fn member_gone(e: &BridgeError) -> bool {
+    matches!(
+        e,
+        BridgeError::ChildExited(_) | BridgeError::Unavailable(_) | BridgeError::Remote { .. }
+    )
 }
 
 /// The endpoint. Built by [`Aggregate::start`]; cheap to share.
@@ -129,6 +142,7 @@ impl Aggregate {
                     name,
                     up,
                     seen_ready: AtomicBool::new(false),
+                    failing: AtomicBool::new(false),
                 })
                 .collect(),
             names,
@@ -184,6 +198,44 @@ impl Aggregate {
             let _ = self
                 .events
                 .send(UpstreamEvent::Notification(jsonrpc::notification(m, None)));
+        }
+    }
+
+    /// Member `i` answered (`ok`) or was not there for a list or a call: a change either
+    /// way changes the lists, and every caller hears it.
+    fn note(&self, i: usize, ok: bool) {
+        let m = &self.members[i];
+        if m.failing.swap(!ok, Ordering::Relaxed) == !ok {
+            return;
+        }
+        if ok {
+            tracing::info!(endpoint = %self.name, member = %m.name, "member answers again");
+        } else {
+            tracing::warn!(endpoint = %self.name, member = %m.name,
+                "member does not answer: its tools leave the endpoint's lists until it does");
+        }
+        self.member_changed(i);
+    }
+
+    /// `e` of member `i`, saying which member it was.
+    fn named(&self, i: usize, e: BridgeError) -> BridgeError {
+        let who = format!(
+            "member {:?} of endpoint {:?}",
+            self.members[i].name, self.name
+        );
+        match e {
+            BridgeError::ChildExited(s) => BridgeError::ChildExited(format!("{who}: {s}")),
+            BridgeError::Unavailable(s) => BridgeError::Unavailable(format!("{who}: {s}")),
+            BridgeError::Remote {
+                reason,
+                message,
+                data,
+            } => BridgeError::Remote {
+                reason,
+                message: format!("{who}: {message}"),
+                data,
+            },
+            e => e,
         }
     }
 
@@ -327,15 +379,15 @@ impl Aggregate {
     /// Start a routed call on its member: the member's handle, with the ids of its
     /// requests to the caller renamed, and the caller's answers coming back through here.
     async fn on_member(&self, r: Routed, wait: Duration) -> Result<CallHandle, BridgeError> {
-        let m = &self.members[r.member];
+        let i = r.member;
+        let m = &self.members[i];
         let mut h = match m.up.call(r.call, m.wait(wait)).await {
             Ok(h) => h,
-            Err(BridgeError::ShuttingDown) => return Err(BridgeError::ShuttingDown),
             Err(e) => {
-                return Err(BridgeError::Unavailable(format!(
-                    "member {:?} of endpoint {:?}: {e}",
-                    m.name, self.name
-                )))
+                if member_gone(&e) {
+                    self.note(i, false);
+                }
+                return Err(self.named(i, e));
             }
         };
         let target = h.via().cloned().unwrap_or_else(|| m.up.clone());
@@ -343,6 +395,20 @@ impl Aggregate {
         h.events
             .map_with(Box::new(move |ev| Some(asked.rename(ev, &target))));
         if let Some(me) = self.me.upgrade() {
+            // A failure of the member's says which member; it tells the endpoint too.
+            let me2 = me.clone();
+            h.outcome.translate_with(Box::new(move |o| match o {
+                Outcome::Failed(e) => {
+                    if member_gone(&e) {
+                        me2.note(i, false);
+                    }
+                    Outcome::Failed(me2.named(i, e))
+                }
+                o => {
+                    me2.note(i, true);
+                    o
+                }
+            }));
             h = h.answered_via(me);
         }
         Ok(h)
