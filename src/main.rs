@@ -43,6 +43,7 @@ fn main() -> ExitCode {
     mcp_bridge::telemetry::init_logging(&cli.log_level, cli.log_format);
     match cli.command {
         Command::DemoServer(a) => {
+            demo::set_tools_page(a.tools_page);
             match demo::main_with_mode(a.era.as_str().parse().unwrap_or(demo::DemoMode::Dual)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

@@ -116,6 +116,10 @@ pub struct DemoArgs {
     /// Which protocol era(s) the demo server speaks.
     #[arg(long, value_enum, default_value = "dual")]
     pub era: DemoEra,
+    /// Answer `tools/list` in pages of this many tools (0: one page), to exercise clients'
+    /// and bridges' pagination.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub tools_page: usize,
 }
 
 #[derive(Debug, Args)]

@@ -32,6 +32,12 @@ impl Shared {
             "initialize" => self.initialize(req),
             "server/discover" => self.discover(req),
             "tools/list" => {
+                let size = super::tools::TOOLS_PAGE.load(std::sync::atomic::Ordering::Relaxed);
+                if size > 0 {
+                    let page = super::tools::tools_page(req.params.cursor, size)
+                        .map_err(|()| RpcError::invalid_params("invalid cursor"))?;
+                    return req.reply(&page, req.ex_cached());
+                }
                 req.reject_cursor()?;
                 req.reply(super::tools::tools_list(), req.ex_cached())
             }

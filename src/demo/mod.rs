@@ -148,6 +148,11 @@ impl FromStr for DemoMode {
 ///
 /// May be called from inside another tokio runtime: the server then runs on
 /// a thread of its own (the caller's thread blocks until it returns).
+/// Answer `tools/list` in pages of `n` tools (0: one page); set once, before serving.
+pub fn set_tools_page(n: usize) {
+    tools::TOOLS_PAGE.store(n, std::sync::atomic::Ordering::Relaxed);
+}
+
 pub fn main_with_mode(mode: DemoMode) -> std::io::Result<()> {
     if tokio::runtime::Handle::try_current().is_ok() {
         return std::thread::scope(|s| s.spawn(|| run_stdio(mode)).join())

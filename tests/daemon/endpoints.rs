@@ -1,0 +1,418 @@
+//! Aggregation endpoints (`[endpoints.NAME]`) against the real binary: two demo children of
+//! different eras behind one path, seen by a 2026 caller and a 2025 session — merged and
+//! prefixed lists walked with the endpoint's own cursor, calls routed by prefix, the
+//! members' requests to the caller (elicitation) in both eras, list changes of either member
+//! on one listen; a remote member that goes away and comes back; and the configuration's
+//! errors (exit 78).
+
+use crate::support;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+const T: Duration = Duration::from_secs(20);
+
+/// `[endpoints.team]` over `a` (2025 child, tools in pages of 4) and `b` (2026 child).
+fn team_config(extra: &str) -> String {
+    format!(
+        "{}{}[endpoints.team]\nservers = [\"a\", \"b\"]\ntitle = \"The team\"\n{extra}",
+        demo_server("a", &["--era", "legacy", "--tools-page", "4"]),
+        demo_server("b", &["--era", "modern"]),
+    )
+}
+
+/// Every page of a 2026 `tools/list` at `url`: the names, and the cursors seen.
+async fn all_tools(c: &reqwest::Client, url: &str) -> (Vec<String>, Vec<String>) {
+    let (mut names, mut cursors) = (Vec::new(), Vec::new());
+    let mut cursor: Option<String> = None;
+    for _ in 0..50 {
+        let params = match &cursor {
+            Some(c) => json!({ "cursor": c }),
+            None => json!({}),
+        };
+        let r = post_modern(c, url, &modern_request(json!(1), "tools/list", params)).await;
+        let res = r.result().clone();
+        assert_eq!(res["resultType"], "complete", "{res}");
+        assert!(res["ttlMs"].is_u64(), "a merged 2026 list has ttlMs: {res}");
+        for t in res["tools"].as_array().unwrap() {
+            names.push(t["name"].as_str().unwrap().to_owned());
+        }
+        match res["nextCursor"].as_str() {
+            Some(n) => {
+                cursors.push(n.to_owned());
+                cursor = Some(n.to_owned());
+            }
+            None => return (names, cursors),
+        }
+    }
+    panic!("the list did not end in 50 pages");
+}
+
+/// The demo's own tool names, from member `b` directly.
+async fn demo_tools(c: &reqwest::Client, b: &Bridge) -> BTreeSet<String> {
+    let r = post_modern(
+        c,
+        &server_url(b, "b"),
+        &modern_request(json!(1), "tools/list", json!({})),
+    )
+    .await;
+    r.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_merges_lists_and_routes_calls_for_2026_callers() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "team.toml", &team_config(""));
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let c = client();
+    let url = b.endpoint("/endpoints/team/mcp");
+    let own = demo_tools(&c, &b).await;
+    assert!(own.len() > 4, "the demo has enough tools to page: {own:?}");
+
+    // Every tool of both members, prefixed, over several pages of the endpoint's cursor.
+    let (names, cursors) = all_tools(&c, &url).await;
+    let want: BTreeSet<String> = own
+        .iter()
+        .flat_map(|t| [format!("a__{t}"), format!("b__{t}")])
+        .collect();
+    let got: BTreeSet<String> = names.iter().cloned().collect();
+    assert_eq!(got, want, "merged list");
+    assert_eq!(names.len(), want.len(), "no tool twice: {names:?}");
+    assert!(!cursors.is_empty(), "a's pages make the merged list page");
+    for cur in &cursors {
+        assert!(
+            !cur.contains("demo-page"),
+            "a member's cursor leaked: {cur}"
+        );
+    }
+    // An edited cursor is refused.
+    let mut bad = cursors[0].clone();
+    bad.push('x');
+    let r = post_modern(
+        &c,
+        &url,
+        &modern_request(json!(2), "tools/list", json!({ "cursor": bad })),
+    )
+    .await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+
+    // Calls go to the member the prefix names, without it.
+    for m in ["a", "b"] {
+        let text = format!("to {m}");
+        let r = call_modern(
+            &c,
+            &url,
+            json!(3),
+            &format!("{m}__echo"),
+            json!({"text": text}),
+        )
+        .await;
+        assert_eq!(r.text(), text, "{r:?}");
+    }
+    let r = call_modern(&c, &url, json!(4), "c__echo", json!({"text": "x"})).await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+    assert!(
+        r.error()["message"].as_str().unwrap().contains("c__echo"),
+        "{r:?}"
+    );
+    let r = post_modern(
+        &c,
+        &url,
+        &modern_request(
+            json!(5),
+            "prompts/get",
+            json!({"name": "b__greet", "arguments": {"name": "Ada"}}),
+        ),
+    )
+    .await;
+    assert!(r.raw.contains("Ada"), "{r:?}");
+    // Both members list demo://readme: one answers it (the first, warned once).
+    let r = post_modern(
+        &c,
+        &url,
+        &modern_request(json!(6), "resources/read", json!({"uri": "demo://readme"})),
+    )
+    .await;
+    assert!(r.raw.contains("mcp-bridge demo server"), "{r:?}");
+
+    // The endpoint describes itself.
+    let r = post_modern(
+        &c,
+        &url,
+        &modern_request(json!(7), "server/discover", json!({})),
+    )
+    .await;
+    let d = r.result();
+    assert_eq!(
+        d["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "team",
+        "{d}"
+    );
+    assert_eq!(
+        d["_meta"]["io.modelcontextprotocol/serverInfo"]["title"], "The team",
+        "{d}"
+    );
+    let text = d["instructions"].as_str().unwrap();
+    assert!(text.contains("a, b") && text.contains("a__"), "{text}");
+    assert_eq!(d["capabilities"]["tools"]["listChanged"], true, "{d}");
+
+    // A 2025 member's question to the caller becomes input_required, and the retry lands.
+    let ask = |id: Value, extra: Value| {
+        let mut p = json!({"name": "a__elicit", "arguments": {"message": "who?"},
+            "_meta": {META_CAPS: {"elicitation": {}}}});
+        if let (Some(o), Some(e)) = (p.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        modern_request(id, "tools/call", p)
+    };
+    let r = post_modern(&c, &url, &ask(json!(8), json!({}))).await;
+    let res = r.result().clone();
+    assert_eq!(res["resultType"], "input_required", "{res}");
+    let key = res["inputRequests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .next()
+        .unwrap()
+        .clone();
+    let retry = json!({"inputResponses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+        "requestState": res["requestState"]});
+    let r = post_modern(&c, &url, &ask(json!(9), retry)).await;
+    assert_eq!(r.result()["resultType"], "complete", "{r:?}");
+    assert!(r.text().contains("Ada"), "{r:?}");
+
+    // One listen hears list changes of either member.
+    let listen = modern_request(
+        json!("L"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let mut s = open_modern_stream(&c, &url, &listen).await;
+    let ack = s.next(T).await.expect("acknowledgement");
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    for m in ["a", "b"] {
+        let notify = json!({"name": format!("{m}__notify"), "arguments": {"kind": "tools"}});
+        let r = post_modern(&c, &url, &modern_request(json!(10), "tools/call", notify)).await;
+        assert!(r.last().get("result").is_some(), "{m}: {r:?}");
+        let until = std::time::Instant::now() + T;
+        loop {
+            let n = s
+                .next(until.saturating_duration_since(std::time::Instant::now()))
+                .await
+                .unwrap_or_else(|| panic!("{m}: no list change; log:\n{}", b.log.dump()));
+            if n["method"] == "notifications/tools/list_changed" {
+                break;
+            }
+        }
+    }
+    // /readyz names each member.
+    let r: Value = c
+        .get(b.endpoint("/readyz"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        r["endpoints"]["team"],
+        json!({"a": "ready", "b": "ready"}),
+        "{r}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_session_on_an_endpoint_is_asked_by_either_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = write(dir.path(), "team.toml", &team_config(""));
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let c = client();
+    // The only endpoint is also at /mcp.
+    let s = elicit_session(&c, &b.endpoint("/mcp")).await;
+    assert_eq!(s.init["serverInfo"]["name"], "team", "{}", s.init);
+    let r = s.request(json!(1), "tools/list", json!({})).await;
+    let names: Vec<&str> = r.result()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .all(|n| n.starts_with("a__") || n.starts_with("b__")),
+        "{names:?}"
+    );
+    assert!(names.contains(&"b__echo"), "{names:?}");
+    let r = s.call(json!(2), "b__echo", json!({"text": "via b"})).await;
+    assert_eq!(r.text(), "via b", "{r:?}");
+    // Each member asks the session on the call's stream; the answer reaches the one that
+    // asked (a 2025 child under its own id, a 2026 child as an input round).
+    for m in ["a", "b"] {
+        let body = json!({"jsonrpc": "2.0", "id": format!("e-{m}"), "method": "tools/call",
+            "params": {"name": format!("{m}__elicit"), "arguments": {"message": m}}});
+        let mut sse = s.stream(&body).await;
+        let req = sse
+            .next(T)
+            .await
+            .unwrap_or_else(|| panic!("{m}: stream ended; log:\n{}", b.log.dump()));
+        assert_eq!(req["method"], "elicitation/create", "{m}: {req}");
+        let reply = json!({"jsonrpc": "2.0", "id": req["id"],
+            "result": {"action": "accept", "content": {"name": format!("name-{m}")}}});
+        assert_eq!(s.post(&reply).await.status, 202, "{m}");
+        let fin = sse
+            .next(T)
+            .await
+            .unwrap_or_else(|| panic!("{m}: no final answer; log:\n{}", b.log.dump()));
+        let text = fin["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default();
+        assert!(text.contains(&format!("name-{m}")), "{m}: {fin}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_goes_away_leaves_the_lists_and_comes_back() {
+    let remote = Bridge::demo(&[]).await;
+    let port = remote.addr.port();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "{}[servers.far]\nurl = \"{}\"\n[endpoints.team]\nservers = [\"near\", \"far\"]\n",
+        demo_server("near", &[]),
+        remote.endpoint("/mcp"),
+    );
+    let cfg = write(dir.path(), "far.toml", &text);
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let c = client();
+    let url = b.endpoint("/endpoints/team/mcp");
+    let (names, _) = all_tools(&c, &url).await;
+    assert!(names.contains(&"far__echo".to_owned()), "{names:?}");
+    let listen = modern_request(
+        json!("L"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true}}),
+    );
+    let mut s = open_modern_stream(&c, &url, &listen).await;
+    s.next(T).await.expect("acknowledgement");
+
+    drop(remote);
+    // A call to it names the member; the other keeps answering.
+    let r = call_modern(&c, &url, json!(1), "far__echo", json!({"text": "x"})).await;
+    let msg = r.error()["message"].as_str().unwrap_or_default().to_owned();
+    assert!(msg.contains("\"far\""), "{r:?}");
+    let r = call_modern(&c, &url, json!(2), "near__echo", json!({"text": "still"})).await;
+    assert_eq!(r.text(), "still", "{r:?}");
+    // Its tools leave the list, and the listen hears that the list changed.
+    let (names, _) = all_tools(&c, &url).await;
+    assert!(names.iter().all(|n| n.starts_with("near__")), "{names:?}");
+    assert!(!names.is_empty());
+    let until = std::time::Instant::now() + T;
+    loop {
+        let n = s
+            .next(until.saturating_duration_since(std::time::Instant::now()))
+            .await
+            .unwrap_or_else(|| panic!("no list change; log:\n{}", b.log.dump()));
+        if n["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+
+    // Back on the same port: its tools return.
+    let _back = Bridge::serve(&["--demo", "--port", &port.to_string()]).await;
+    let until = std::time::Instant::now() + T;
+    loop {
+        let (names, _) = all_tools(&c, &url).await;
+        if names.contains(&"far__echo".to_owned()) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "far did not come back: {names:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let r = call_modern(&c, &url, json!(3), "far__echo", json!({"text": "back"})).await;
+    assert_eq!(r.text(), "back", "{r:?}");
+}
+
+#[test]
+fn endpoint_configuration_errors_exit_78() {
+    let dir = tempfile::tempdir().unwrap();
+    // check-config FILE, or (serve) serve --config FILE --port 0.
+    let run = |name: &str, text: &str, serve: bool| {
+        let f = write(dir.path(), name, text);
+        let b = Bridge::builder().no_log_level();
+        let b = if serve {
+            b.config(&f).args(["--port", "0"])
+        } else {
+            b.sub(["check-config"]).arg(&f)
+        };
+        let out = b.output();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let check = false;
+    let (code, err) = run(
+        "unknown.toml",
+        &format!(
+            "{}[endpoints.team]\nservers = [\"a\", \"zz\"]\n",
+            demo_server("a", &[])
+        ),
+        check,
+    );
+    assert_eq!(code, Some(78), "{err}");
+    assert!(err.contains("zz"), "{err}");
+    let (code, err) = run(
+        "reserved.toml",
+        &format!(
+            "{}[endpoints.team]\npath = \"/metrics\"\nservers = [\"a\"]\n",
+            demo_server("a", &[])
+        ),
+        check,
+    );
+    assert_eq!(code, Some(78), "{err}");
+    assert!(err.contains("/metrics"), "{err}");
+    let (code, err) = run(
+        "clash.toml",
+        &format!(
+            "{}[endpoints.a]\nservers = [\"a\"]\n",
+            demo_server("a", &[])
+        ),
+        check,
+    );
+    assert_eq!(
+        code,
+        Some(78),
+        "a name both a server and an endpoint: {err}"
+    );
+    // Bare names that collide are found when the members are up: serve exits 78 naming both.
+    let (code, err) = run(
+        "never.toml",
+        &format!(
+            "{}{}[endpoints.team]\nservers = [\"a\", \"b\"]\nprefix = \"never\"\n",
+            demo_server("a", &[]),
+            demo_server("b", &[])
+        ),
+        true,
+    );
+    assert_eq!(code, Some(78), "{err}");
+    assert!(
+        err.contains("\"a\"") && err.contains("\"b\"") && err.contains("echo"),
+        "{err}"
+    );
+}
