@@ -165,6 +165,8 @@ pub struct Metrics {
     transport_failures: IntCounterVec,
     cluster_forwards: IntCounterVec,
     sse_resumptions: IntCounterVec,
+    endpoint_calls: IntCounterVec,
+    endpoint_member_up: IntGaugeVec,
 }
 
 /// One metric family: its name (under the `mcp_bridge` namespace), help text and label names.
@@ -245,6 +247,23 @@ const CHILD_RESTARTS: Family = Family {
     name: "child_restarts_total",
     help: "Child processes restarted after an unplanned exit or a failed start",
     labels: &["server"],
+};
+
+/// The `outcome` label of `mcp_bridge_endpoint_calls_total`: the member answered with a
+/// result, with a JSON-RPC error, or not at all (down, unreachable, timed out).
+pub const ENDPOINT_OUTCOMES: &[&str] = &["result", "error", "failed"];
+
+const ENDPOINT_CALLS: Family = Family {
+    name: "endpoint_calls_total",
+    help: "Calls an aggregation endpoint made of its members (lists, routed calls) by endpoint, \
+           member server, method and outcome",
+    labels: &["endpoint", "server", "method", "outcome"],
+};
+
+const ENDPOINT_MEMBER_UP: Family = Family {
+    name: "endpoint_member_up",
+    help: "1 while a member of an aggregation endpoint answers (0: left out of its lists)",
+    labels: &["endpoint", "server"],
 };
 
 const UPSTREAM_UP: Family = Family {
@@ -415,6 +434,8 @@ impl Metrics {
             pool_children: POOL_CHILDREN.gauge_vec(&r),
             pool_busy: POOL_BUSY.gauge_vec(&r),
             sse_streams: SSE_STREAMS.gauge(&r),
+            endpoint_calls: ENDPOINT_CALLS.counter(&r),
+            endpoint_member_up: ENDPOINT_MEMBER_UP.gauge_vec(&r),
             sessions: SESSIONS.gauge_vec(&r),
             auth_failures: AUTH_FAILURES.counter(&r),
             auth_successes: AUTH_SUCCESSES.counter(&r),
@@ -545,6 +566,20 @@ impl Metrics {
     pub fn child_exited(&self, server: &str, reason: &'static str) {
         debug_assert!(CHILD_EXIT_REASONS.contains(&reason), "{reason}");
         self.child_exits.with_label_values(&[server, reason]).inc();
+    }
+    /// A call endpoint `endpoint` made of its member `server`; `outcome` is one of
+    /// [`ENDPOINT_OUTCOMES`].
+    pub fn endpoint_call(&self, endpoint: &str, server: &str, method: &str, outcome: &'static str) {
+        debug_assert!(ENDPOINT_OUTCOMES.contains(&outcome), "{outcome}");
+        self.endpoint_calls
+            .with_label_values(&[endpoint, server, method_label(method), outcome])
+            .inc();
+    }
+    /// Whether member `server` of `endpoint` answers.
+    pub fn set_endpoint_member_up(&self, endpoint: &str, server: &str, up: bool) {
+        self.endpoint_member_up
+            .with_label_values(&[endpoint, server])
+            .set(i64::from(up));
     }
     pub fn set_up(&self, server: &str, up: bool) {
         self.upstream_up

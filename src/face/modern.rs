@@ -284,13 +284,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
         ctx.log_level = Some(level);
     }
     let mut mrtr = None;
-    if crate::era::mrtr::is_mrtr_method(method)
-        && app
-            .upstream
-            .call_era(method, pc.env.params, Era::Modern, app.cfg.start_wait)
-            .await
-            == Some(Era::Legacy)
-    {
+    if answered_by_legacy(app, method, pc).await {
         // The 2025 child may ask for input: that becomes input_required for this client.
         match crate::core::retry_state(pc.env.params, &app.signer) {
             crate::core::RetryState::Fresh => {}
@@ -321,6 +315,17 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     };
     let call = CallRequest::new(&app.upstream, method, params, ctx, cancel).with_mrtr(mrtr);
     app.run_call(pc, call).await
+}
+
+/// Is `method` one that may ask for input, answered by a 2025 peer (the upstream, or an
+/// endpoint's member the call goes to)? Its questions become `input_required` rounds then.
+async fn answered_by_legacy(app: &App, method: &str, pc: &PostCtx<'_>) -> bool {
+    crate::era::mrtr::is_mrtr_method(method)
+        && app
+            .upstream
+            .call_era(method, pc.env.params, Era::Modern, app.cfg.start_wait)
+            .await
+            == Some(Era::Legacy)
 }
 
 /// A tasks request refused as the tasks extension's server would (see

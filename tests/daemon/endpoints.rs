@@ -294,7 +294,10 @@ async fn a_member_that_goes_away_leaves_the_lists_and_comes_back() {
         remote.endpoint("/mcp"),
     );
     let cfg = write(dir.path(), "far.toml", &text);
-    let b = daemon(&cfg).await;
+    let b = daemon_builder(&cfg, &["--port", "0", "--metrics-listen", "127.0.0.1:0"])
+        .spawn()
+        .await;
+    let murl = metrics_url(&b).await;
     b.wait_ready(T).await;
     let c = client();
     let url = b.endpoint("/endpoints/team/mcp");
@@ -329,6 +332,31 @@ async fn a_member_that_goes_away_leaves_the_lists_and_comes_back() {
             break;
         }
     }
+
+    // Counted per member: far's failures, near's answers; far is down.
+    let m = scrape(&c, &murl).await;
+    let calls = |server: &str, outcome: &str| {
+        metric_sum(
+            &m,
+            "mcp_bridge_endpoint_calls_total",
+            &[
+                ("endpoint", "team"),
+                ("server", server),
+                ("outcome", outcome),
+            ],
+        )
+        .unwrap_or(0.0)
+    };
+    assert!(calls("far", "failed") >= 1.0, "{m}");
+    assert!(calls("near", "result") >= 2.0, "{m}");
+    assert_eq!(
+        sample(
+            &m,
+            "mcp_bridge_endpoint_member_up{endpoint=\"team\",server=\"far\"}"
+        ),
+        Some(0.0),
+        "{m}"
+    );
 
     // Back on the same port: its tools return.
     let _back = Bridge::serve(&["--demo", "--port", &port.to_string()]).await;

@@ -189,6 +189,7 @@ async fn watch(agg: Arc<Aggregate>) {
             _ = tick.tick() => {}
         }
         for (i, m) in agg.members.iter().enumerate() {
+            agg.gauge_up(i);
             let ready = m.up.is_ready();
             if ready {
                 m.seen_ready.store(true, Ordering::Relaxed);

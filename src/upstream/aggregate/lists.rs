@@ -199,10 +199,12 @@ pub async fn merged(agg: Arc<Aggregate>, call: Call, wait: Duration) -> Outcome 
         let p = match p {
             Ok(p) => {
                 agg.note(*i, true);
+                agg.count(*i, &call.method, "result");
                 p
             }
             Err(Failure::Gone(e)) => {
                 agg.note(*i, false);
+                agg.count(*i, &call.method, "failed");
                 tracing::warn!(
                     endpoint = %agg.name, member = %agg.names[*i], method = %call.method,
                     "a member's list is left out: {e}"
@@ -210,6 +212,7 @@ pub async fn merged(agg: Arc<Aggregate>, call: Call, wait: Duration) -> Outcome 
                 continue;
             }
             Err(Failure::Other(e)) => {
+                agg.count(*i, &call.method, "error");
                 tracing::warn!(
                     endpoint = %agg.name, member = %agg.names[*i], method = %call.method,
                     "a member's list is left out: {e}"

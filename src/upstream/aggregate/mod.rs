@@ -214,7 +214,21 @@ impl Aggregate {
             tracing::warn!(endpoint = %self.name, member = %m.name,
                 "member does not answer: its tools leave the endpoint's lists until it does");
         }
+        self.gauge_up(i);
         self.member_changed(i);
+    }
+
+    /// Count a call of member `i` (`mcp_bridge_endpoint_calls_total`).
+    fn count(&self, i: usize, method: &str, outcome: &'static str) {
+        self.metrics
+            .endpoint_call(&self.name, &self.members[i].name, method, outcome);
+    }
+
+    /// `mcp_bridge_endpoint_member_up` of member `i`, as things are now.
+    fn gauge_up(&self, i: usize) {
+        let m = &self.members[i];
+        let up = m.up.is_ready() && !m.failing.load(Ordering::Relaxed);
+        self.metrics.set_endpoint_member_up(&self.name, &m.name, up);
     }
 
     /// `e` of member `i`, saying which member it was.
@@ -381,12 +395,14 @@ impl Aggregate {
     async fn on_member(&self, r: Routed, wait: Duration) -> Result<CallHandle, BridgeError> {
         let i = r.member;
         let m = &self.members[i];
+        let method = r.call.method.clone();
         let mut h = match m.up.call(r.call, m.wait(wait)).await {
             Ok(h) => h,
             Err(e) => {
                 if member_gone(&e) {
                     self.note(i, false);
                 }
+                self.count(i, &method, "failed");
                 return Err(self.named(i, e));
             }
         };
@@ -402,10 +418,17 @@ impl Aggregate {
                     if member_gone(&e) {
                         me2.note(i, false);
                     }
+                    me2.count(i, &method, "failed");
                     Outcome::Failed(me2.named(i, e))
                 }
                 o => {
                     me2.note(i, true);
+                    let outcome = if matches!(o, Outcome::Result(_)) {
+                        "result"
+                    } else {
+                        "error"
+                    };
+                    me2.count(i, &method, outcome);
                     o
                 }
             }));
