@@ -167,6 +167,7 @@ pub struct Metrics {
     sse_resumptions: IntCounterVec,
     endpoint_calls: IntCounterVec,
     endpoint_member_up: IntGaugeVec,
+    policy_decisions: IntCounterVec,
 }
 
 /// One metric family: its name (under the `mcp_bridge` namespace), help text and label names.
@@ -258,6 +259,13 @@ const ENDPOINT_CALLS: Family = Family {
     help: "Calls an aggregation endpoint made of its members (lists, routed calls) by endpoint, \
            member server, method and outcome",
     labels: &["endpoint", "server", "method", "outcome"],
+};
+
+const POLICY_DECISIONS: Family = Family {
+    name: "policy_decisions_total",
+    help: "An endpoint's [[policy]] decisions on calls, by endpoint, rule (its number in the \
+           file, or default) and decision",
+    labels: &["endpoint", "rule", "decision"],
 };
 
 const ENDPOINT_MEMBER_UP: Family = Family {
@@ -436,6 +444,7 @@ impl Metrics {
             sse_streams: SSE_STREAMS.gauge(&r),
             endpoint_calls: ENDPOINT_CALLS.counter(&r),
             endpoint_member_up: ENDPOINT_MEMBER_UP.gauge_vec(&r),
+            policy_decisions: POLICY_DECISIONS.counter(&r),
             sessions: SESSIONS.gauge_vec(&r),
             auth_failures: AUTH_FAILURES.counter(&r),
             auth_successes: AUTH_SUCCESSES.counter(&r),
@@ -573,6 +582,14 @@ impl Metrics {
         debug_assert!(ENDPOINT_OUTCOMES.contains(&outcome), "{outcome}");
         self.endpoint_calls
             .with_label_values(&[endpoint, server, method_label(method), outcome])
+            .inc();
+    }
+    /// A `[[policy]]` decision on a call of `endpoint`: by rule `rule` (None: the default).
+    pub fn policy_decision(&self, endpoint: &str, rule: Option<usize>, allowed: bool) {
+        let rule = rule.map_or_else(|| "default".to_owned(), |n| n.to_string());
+        let decision = if allowed { "allow" } else { "deny" };
+        self.policy_decisions
+            .with_label_values(&[endpoint, &rule, decision])
             .inc();
     }
     /// Whether member `server` of `endpoint` answers.

@@ -533,6 +533,36 @@ pub struct Caller {
     pub name: Arc<str>,
     /// Bounded label for metrics: the token name, or `jwt`.
     pub label: Arc<str>,
+    /// What an endpoint's `[[policy]]` reads: the token's name, or the JWT's `sub`, scopes
+    /// and string claims (bounded).
+    pub identity: Arc<crate::config::policy::Identity>,
+}
+
+/// The string claims of a JWT (a string, or an array of strings), bounded: a policy rule's
+/// `claim`/`contains` reads them.
+fn string_claims(claims: &serde_json::Value) -> Vec<(String, Vec<String>)> {
+    const MAX_CLAIMS: usize = 32;
+    const MAX_VALUES: usize = 64;
+    const MAX_LEN: usize = 256;
+    let Some(o) = claims.as_object() else {
+        return Vec::new();
+    };
+    let short = |s: &str| (s.len() <= MAX_LEN).then(|| s.to_owned());
+    o.iter()
+        .filter_map(|(k, v)| {
+            let vals: Vec<String> = match v {
+                serde_json::Value::String(s) => short(s).into_iter().collect(),
+                serde_json::Value::Array(a) => a
+                    .iter()
+                    .filter_map(|x| x.as_str().and_then(short))
+                    .take(MAX_VALUES)
+                    .collect(),
+                _ => return None,
+            };
+            (!vals.is_empty() && k.len() <= MAX_LEN).then(|| (k.clone(), vals))
+        })
+        .take(MAX_CLAIMS)
+        .collect()
 }
 
 /// Why a request was refused; `reason` is the metrics label.
@@ -584,6 +614,10 @@ impl Auth {
             Check::Bearer(set) => match set.verify(token) {
                 Some(name) => Ok(Caller {
                     label: name.clone(),
+                    identity: Arc::new(crate::config::policy::Identity {
+                        token: Some(name.to_string()),
+                        ..Default::default()
+                    }),
                     name,
                 }),
                 None => Err(Refusal::new(
@@ -612,9 +646,19 @@ impl Auth {
                     .and_then(|s| s.as_str())
                     .map(|s| s.chars().take(64).collect::<String>())
                     .unwrap_or_else(|| "jwt".into());
+                let identity = crate::config::policy::Identity {
+                    token: None,
+                    sub: claims
+                        .get("sub")
+                        .and_then(|s| s.as_str())
+                        .map(str::to_owned),
+                    scopes: granted,
+                    claims: string_claims(&claims),
+                };
                 Ok(Caller {
                     name: Arc::from(sub),
                     label: Arc::from("jwt"),
+                    identity: Arc::new(identity),
                 })
             }
         }

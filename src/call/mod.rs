@@ -39,6 +39,9 @@ pub struct CallCtx {
     /// [`crate::core::tasks`]): the caller's principal and, for a 2025 caller, its session.
     /// None: the one host of `connect`, or the bridge's own calls.
     pub owner: crate::core::tasks::Owner,
+    /// What the caller's credentials say about it (an endpoint's `[[policy]]`); None: no
+    /// authentication, or the bridge's own calls.
+    pub who: Option<Arc<crate::config::policy::Identity>>,
 }
 
 impl CallCtx {
@@ -53,6 +56,7 @@ impl CallCtx {
             log_level: None,
             tool: None,
             owner: None,
+            who: None,
         }
     }
 }

@@ -92,6 +92,10 @@ pub struct CheckConfigArgs {
     /// Also check an `mcpServers` JSON file, as `serve --servers-json` would read it.
     #[arg(long, value_name = "FILE")]
     pub servers_json: Option<PathBuf>,
+    /// Print which `[[policy]]` rules apply to this caller on each endpoint, in order:
+    /// comma-separated `sub=…`, `token=…`, `scope=…`, `claim:NAME=VALUE`.
+    #[arg(long, value_name = "IDENTITY")]
+    pub explain: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, ValueEnum, PartialEq, Eq)]

@@ -48,6 +48,8 @@ pub struct EndpointSpec {
     pub separator: String,
     pub prefix: Prefix,
     pub title: Option<String>,
+    /// Who may use what (`[[policy]]`).
+    pub policy: super::policy::Policy,
 }
 
 /// The path an endpoint is published at when its table names none.
@@ -98,6 +100,7 @@ pub fn resolve(
             separator,
             prefix: e.prefix,
             title: e.title.clone(),
+            policy: super::policy::Policy::default(),
         },
     ))
 }

@@ -38,6 +38,11 @@ pub struct FileConfig {
     /// Paths that merge several servers (`crate::upstream::aggregate`).
     #[serde(default)]
     pub endpoints: BTreeMap<String, super::endpoint::EndpointFile>,
+    /// Who may use what of an endpoint, in order (`super::policy`).
+    #[serde(default)]
+    pub policy: Vec<super::policy::PolicyFile>,
+    /// What applies when no rule does (default `allow`).
+    pub policy_default: Option<super::policy::Decision>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -21,6 +21,7 @@ pub mod endpoint;
 mod file;
 pub mod limits;
 pub mod oauth;
+pub mod policy;
 pub(crate) mod pool;
 pub mod remote;
 #[cfg(test)]
@@ -477,9 +478,13 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         servers.push(resolve_server(n, s, global).map_err(&err)?);
     }
     let mut paths = std::collections::BTreeMap::new();
+    let endpoint_names: Vec<&str> = file.endpoints.keys().map(String::as_str).collect();
+    policy::check_all(&file.policy, &endpoint_names).map_err(&err)?;
+    let policy_default = file.policy_default.unwrap_or_default();
     for (n, e) in &file.endpoints {
         check_name(n).map_err(&err)?;
-        let (path, spec) = endpoint::resolve(n, e, &file.servers).map_err(&err)?;
+        let (path, mut spec) = endpoint::resolve(n, e, &file.servers).map_err(&err)?;
+        spec.policy = policy::for_endpoint(n, &file.policy, policy_default).map_err(&err)?;
         if let Some(other) = paths.insert(path.clone(), n.clone()) {
             return Err(err(format!(
                 "endpoints {other:?} and {n:?} have the same path {path:?}"

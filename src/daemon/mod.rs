@@ -37,6 +37,27 @@ use router::{Router, Routes, ServerRt};
 const EX_USAGE: u8 = 64;
 const EX_CONFIG: u8 = 78;
 
+/// `check-config --explain IDENTITY`: the `[[policy]]` rules that apply to that caller, per
+/// endpoint (64 when the identity is not one).
+fn explain(plan: &Plan, who: &str) -> ExitCode {
+    let id = match config::policy::parse_identity(who) {
+        Ok(i) => i,
+        Err(e) => {
+            eprintln!("mcp-bridge check-config: --explain {e}");
+            return ExitCode::from(EX_USAGE);
+        }
+    };
+    for s in &plan.servers {
+        if let config::Target::Endpoint(e) = &s.target {
+            println!("endpoint {} ({}) for {who}:", s.name, s.path);
+            for l in config::policy::explain(&e.policy, &id) {
+                println!("  {l}");
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
 /// `mcp-bridge check-config FILE`: 0 when the daemon would start with it, 78 and the error
 /// otherwise. Token files and certificates are read too.
 pub fn check_config(a: &CheckConfigArgs) -> ExitCode {
@@ -92,7 +113,10 @@ pub fn check_config(a: &CheckConfigArgs) -> ExitCode {
                 ));
             }
             println!("{line})");
-            ExitCode::SUCCESS
+            match &a.explain {
+                Some(who) => explain(&plan, who),
+                None => ExitCode::SUCCESS,
+            }
         }
         Err(e) => {
             eprintln!("mcp-bridge check-config: {e}");

@@ -268,6 +268,7 @@ pub async fn handle(app: &App, pc: &PostCtx<'_>) -> Response<Body> {
     ctx.tool = crate::face::run::tool_name(method, &pc.view);
     // A 2026 caller's tasks are its principal's (there is no other identity to bind them to).
     ctx.owner = Some(std::sync::Arc::from(pc.principal.as_str()));
+    ctx.who = pc.who.clone();
     let level = protocol::log_level_value(pc.view.meta(protocol::META_LOG_LEVEL));
     if level.is_err() {
         // Counted once, as the bridge's answer (`observe::answered`).

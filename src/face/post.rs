@@ -51,6 +51,10 @@ pub async fn post(app: &Arc<App>, req: Request<ReqBody>, arrived: Instant) -> Re
         .extensions
         .get::<crate::auth::Caller>()
         .map_or_else(|| "anonymous".to_owned(), |c| format!("caller:{}", c.name));
+    let who = parts
+        .extensions
+        .get::<crate::auth::Caller>()
+        .map(|c| c.identity.clone());
     let view = if kind == Kind::Response {
         jsonrpc::ParamsView::default()
     } else {
@@ -58,6 +62,7 @@ pub async fn post(app: &Arc<App>, req: Request<ReqBody>, arrived: Instant) -> Re
     };
     let ctx = PostCtx {
         principal,
+        who,
         headers: &h,
         env: &env,
         view,

@@ -52,6 +52,9 @@ pub fn header_str<'h>(h: &'h HeaderMap, name: &str) -> Option<&'h str> {
 pub struct PostCtx<'a> {
     /// The authenticated caller ("anonymous" without authentication).
     pub principal: String,
+    /// What the caller's credentials say about it (an endpoint's `[[policy]]` reads it);
+    /// None without authentication.
+    pub who: Option<std::sync::Arc<crate::config::policy::Identity>>,
     pub headers: &'a HeaderMap,
     pub env: &'a Envelope<'a>,
     /// `params` and `_meta` of a request or notification, parsed once.

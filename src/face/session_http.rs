@@ -288,6 +288,7 @@ async fn session_request(app: &Arc<App>, s: &Arc<Session>, pc: &PostCtx<'_>) -> 
         tool: tool_name(method, &pc.view),
         // A 2025 caller's tasks are its session's (the session id is its secret).
         owner: Some(s.id.clone()),
+        who: pc.who.clone(),
     };
     let Some(cancel) = s.begin_call(rid) else {
         let msg =
@@ -333,6 +334,7 @@ fn held_listen(s: &Arc<Session>) -> HeldListen {
         log_level: None,
         tool: None,
         owner: Some(me.id.clone()),
+        who: None,
     };
     HeldListen::new(s.upstream.clone(), Arc::clone(&s.subs), Box::new(ctx))
 }

@@ -51,14 +51,14 @@ async fn all_tools(c: &reqwest::Client, url: &str) -> (Vec<String>, Vec<String>)
     panic!("the list did not end in 50 pages");
 }
 
-/// The demo's own tool names, from member `b` directly.
-async fn demo_tools(c: &reqwest::Client, b: &Bridge) -> BTreeSet<String> {
-    let r = post_modern(
-        c,
-        &server_url(b, "b"),
-        &modern_request(json!(1), "tools/list", json!({})),
-    )
-    .await;
+/// The demo's own tool names, from member `b` directly (with `token`, if auth is on).
+async fn demo_tools(c: &reqwest::Client, b: &Bridge, token: Option<&str>) -> BTreeSet<String> {
+    let body = modern_request(json!(1), "tools/list", json!({}));
+    let mut h = modern_headers(&body);
+    if let Some(t) = token {
+        h.insert("authorization", hv(&format!("Bearer {t}")));
+    }
+    let r = post_with(c, &server_url(b, "b"), h, body.to_string()).await;
     r.result()["tools"]
         .as_array()
         .unwrap()
@@ -75,7 +75,7 @@ async fn an_endpoint_merges_lists_and_routes_calls_for_2026_callers() {
     b.wait_ready(T).await;
     let c = client();
     let url = b.endpoint("/endpoints/team/mcp");
-    let own = demo_tools(&c, &b).await;
+    let own = demo_tools(&c, &b, None).await;
     assert!(own.len() > 4, "the demo has enough tools to page: {own:?}");
 
     // Every tool of both members, prefixed, over several pages of the endpoint's cursor.
@@ -443,4 +443,200 @@ fn endpoint_configuration_errors_exit_78() {
         err.contains("\"a\"") && err.contains("\"b\"") && err.contains("echo"),
         "{err}"
     );
+}
+
+const ALICE: &str = "alice-token-0123456789abcdef";
+const BOB: &str = "bob-token-0123456789abcdefgh";
+
+/// Headers of a 2026 call with a bearer token.
+fn as_caller(token: &str, body: &Value) -> reqwest::header::HeaderMap {
+    let mut h = modern_headers(body);
+    h.insert("authorization", hv(&format!("Bearer {token}")));
+    h
+}
+
+/// The tool names `token`'s caller sees at `url`.
+async fn tools_of(c: &reqwest::Client, url: &str, token: &str) -> BTreeSet<String> {
+    let body = modern_request(json!(1), "tools/list", json!({}));
+    let r = post_with(c, url, as_caller(token, &body), body.to_string()).await;
+    r.result()["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r:?}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn policy_config(tokens: &std::path::Path, bob_allows: &str) -> String {
+    format!(
+        "policy_default = \"deny\"\n[auth]\nmode = \"bearer\"\ntoken_file = {tokens:?}\n\
+         [metrics]\non_main = true\n{}{}\
+         [endpoints.team]\nservers = [\"a\", \"b\"]\n\
+         [[policy]]\nendpoint = \"team\"\nwho = {{ token = \"alice\" }}\n\
+         allow = [\"a__*\", \"demo://*\"]\ndeny = [\"a__crash\"]\n\
+         [[policy]]\nwho = {{ token = \"bob\" }}\nallow = [{bob_allows}]\n",
+        demo_server("a", &["--era", "legacy"]),
+        demo_server("b", &["--era", "modern"]),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_hides_and_refuses_per_caller_and_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = write(dir.path(), "tokens", &format!("alice:{ALICE}\nbob:{BOB}\n"));
+    let cfg = write(
+        dir.path(),
+        "policy.toml",
+        &policy_config(&tokens, "\"b__echo\""),
+    );
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let c = client();
+    let url = b.endpoint("/endpoints/team/mcp");
+    let own = demo_tools(&c, &b, Some(ALICE)).await;
+
+    // Each caller's list holds what it may use, and nothing else.
+    let alice = tools_of(&c, &url, ALICE).await;
+    let want: BTreeSet<String> = own
+        .iter()
+        .filter(|t| *t != "crash")
+        .map(|t| format!("a__{t}"))
+        .collect();
+    assert_eq!(alice, want);
+    assert_eq!(
+        tools_of(&c, &url, BOB).await,
+        BTreeSet::from(["b__echo".to_owned()])
+    );
+
+    // A denied call gets the answer of an unknown tool: no oracle.
+    let call = |token: &'static str, name: &str| {
+        let body = modern_tool_call(json!(2), name, json!({"text": "hi"}));
+        let (c, url) = (c.clone(), url.clone());
+        async move { post_with(&c, &url, as_caller(token, &body), body.to_string()).await }
+    };
+    assert_eq!(call(ALICE, "a__echo").await.text(), "hi");
+    let denied = call(ALICE, "a__crash").await;
+    let unknown = call(ALICE, "a__no_such_tool").await;
+    assert_eq!(denied.error_code(), -32602, "{denied:?}");
+    assert_eq!(
+        denied.error()["message"]
+            .as_str()
+            .unwrap()
+            .replace("a__crash", "X"),
+        unknown.error()["message"]
+            .as_str()
+            .unwrap()
+            .replace("a__no_such_tool", "X"),
+    );
+    assert_eq!(call(BOB, "a__echo").await.error_code(), -32602);
+    assert_eq!(call(BOB, "b__echo").await.text(), "hi");
+    // Resources follow the same rules: alice may read demo://, bob may not.
+    let read = modern_request(json!(3), "resources/read", json!({"uri": "demo://readme"}));
+    let r = post_with(&c, &url, as_caller(ALICE, &read), read.to_string()).await;
+    assert!(r.raw.contains("mcp-bridge demo server"), "{r:?}");
+    let r = post_with(&c, &url, as_caller(BOB, &read), read.to_string()).await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+
+    // A 2025 session is held to the same rules.
+    let mut h = base_headers();
+    h.insert("authorization", hv(&format!("Bearer {BOB}")));
+    let init = post_with(
+        &c,
+        &url,
+        h.clone(),
+        initialize_body(json!(0), LEGACY).to_string(),
+    )
+    .await;
+    let sid = init.header("mcp-session-id").expect("session");
+    h.insert("mcp-session-id", hv(&sid));
+    h.insert("mcp-protocol-version", hv(LEGACY));
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "a__echo", "arguments": {"text": "x"}}});
+    let r = post_with(&c, &url, h, body.to_string()).await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+
+    // Every decision on a call is counted by rule.
+    let m = c
+        .get(b.endpoint("/metrics"))
+        .header("authorization", format!("Bearer {ALICE}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let decided = |rule: &str, d: &str| {
+        metric_sum(
+            &m,
+            "mcp_bridge_policy_decisions_total",
+            &[("endpoint", "team"), ("rule", rule), ("decision", d)],
+        )
+    };
+    // alice: a__echo, a__no_such_tool (allowed, then unknown), demo://readme.
+    assert_eq!(decided("1", "allow"), Some(3.0), "{m}");
+    assert_eq!(decided("1", "deny"), Some(1.0), "{m}");
+    assert_eq!(decided("4", "allow"), None, "no rule 4");
+    // bob: a__echo twice (2026 and 2025), demo://readme.
+    assert_eq!(decided("default", "deny"), Some(3.0), "{m}");
+    assert_eq!(decided("2", "allow"), Some(1.0), "{m}");
+
+    // New rules on SIGHUP: bob may use all of b now.
+    std::fs::write(&cfg, policy_config(&tokens, "\"b__*\"")).unwrap();
+    b.signal(nix::sys::signal::Signal::SIGHUP);
+    b.log.expect("configuration reloaded", T).await;
+    let bob: BTreeSet<String> = tools_of(&c, &url, BOB).await;
+    let want: BTreeSet<String> = own.iter().map(|t| format!("b__{t}")).collect();
+    assert_eq!(bob, want);
+}
+
+#[test]
+fn check_config_explains_a_callers_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = write(dir.path(), "tokens", &format!("alice:{ALICE}\nbob:{BOB}\n"));
+    let cfg = write(dir.path(), "p.toml", &policy_config(&tokens, "\"b__echo\""));
+    let explain = |who: &str| {
+        let out = Bridge::builder()
+            .no_log_level()
+            .sub(["check-config"])
+            .arg(&cfg)
+            .args(["--explain", who])
+            .output();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+        )
+    };
+    let (code, out) = explain("token=alice");
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.contains("rule 1: deny a__crash; allow a__*, demo://*"),
+        "{out}"
+    );
+    assert!(!out.contains("rule 2"), "bob's rule is not alice's: {out}");
+    assert!(
+        out.contains("anything else: deny (policy_default)"),
+        "{out}"
+    );
+    let (_, out) = explain("token=bob");
+    assert!(
+        out.contains("rule 2: allow b__echo") && !out.contains("rule 1"),
+        "{out}"
+    );
+    assert_eq!(explain("nonsense").0, Some(64));
+    // A rule about an endpoint that does not exist: 78.
+    let bad = write(
+        dir.path(),
+        "bad.toml",
+        &format!(
+            "{}[[policy]]\nendpoint = \"nope\"\nallow = [\"*\"]\n",
+            demo_server("a", &[])
+        ),
+    );
+    let out = Bridge::builder()
+        .no_log_level()
+        .sub(["check-config"])
+        .arg(&bad)
+        .output();
+    assert_eq!(out.status.code(), Some(78));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }

@@ -146,6 +146,7 @@ impl Face {
             log_level: None,
             tool: None,
             owner: None,
+            who: None,
         };
         // Made here, not in the task: it holds the set from now on (`resources/subscribe`
         // waits for its acknowledgement).

@@ -579,6 +579,7 @@ impl Face {
             log_level: None,
             tool: None,
             owner: None,
+            who: None,
         })
     }
 

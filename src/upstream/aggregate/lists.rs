@@ -19,7 +19,6 @@ use super::cursor::Pending;
 use super::names::Kind;
 use super::{Aggregate, Member};
 use crate::call::{Call, CallCtx, Outcome};
-use crate::config::endpoint::Prefix;
 use crate::error::BridgeError;
 use crate::jsonrpc::{self, code};
 use crate::protocol::{self, Era};
@@ -148,16 +147,16 @@ fn cursor_of(call: &Call) -> Option<String> {
 fn publish(agg: &Aggregate, kind: Kind, i: usize, mut item: Value) -> Option<Value> {
     let field = item_key(kind);
     let key = item.get(field)?.as_str()?.to_owned();
-    let bare_name = matches!(kind, Kind::Tool | Kind::Prompt);
-    if !bare_name || agg.naming.prefix == Prefix::Never {
-        let members = &agg.names;
-        if !agg.routes_mut().learn(kind, &key, i, members) {
-            return None;
-        }
+    let published = match kind {
+        Kind::Tool | Kind::Prompt => agg.naming.publish(&agg.names[i], &key),
+        Kind::Resource | Kind::Template => key,
+    };
+    // Learned under the name callers use (for bare names, who owns it; under a policy,
+    // which names exist, so that an unknown and a denied name get one answer).
+    if !agg.routes_mut().learn(kind, &published, i, &agg.names) {
+        return None;
     }
-    if bare_name {
-        item[field] = Value::String(agg.naming.publish(&agg.names[i], &key));
-    }
+    item[field] = Value::String(published);
     Some(item)
 }
 
@@ -220,10 +219,13 @@ pub async fn merged(agg: Arc<Aggregate>, call: Call, wait: Duration) -> Outcome 
                 continue;
             }
         };
+        let field = item_key(kind);
         items.extend(
             p.items
                 .into_iter()
-                .filter_map(|it| publish(&agg, kind, *i, it)),
+                .filter_map(|it| publish(&agg, kind, *i, it))
+                // What the caller may not use, it does not see.
+                .filter(|it| it[field].as_str().is_some_and(|n| agg.sees(&call.ctx, n))),
         );
         if let Some(n) = p.next {
             next.push((*i, n));

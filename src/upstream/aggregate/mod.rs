@@ -102,6 +102,8 @@ pub struct Aggregate {
     members: Vec<Member>,
     names: Vec<String>,
     naming: Naming,
+    /// Who may use what (`[[policy]]`).
+    policy: crate::config::policy::Policy,
     routes: RwLock<Routes>,
     signer: cursor::CursorSigner,
     events: broadcast::Sender<UpstreamEvent>,
@@ -150,6 +152,7 @@ impl Aggregate {
                 separator: spec.separator.clone(),
                 prefix: spec.prefix,
             },
+            policy: spec.policy.clone(),
             routes: RwLock::new(Routes::default()),
             signer: cursor::CursorSigner::new(),
             events,
@@ -253,6 +256,40 @@ impl Aggregate {
         }
     }
 
+    /// May the caller of `ctx` see `name` (a published tool or prompt name, a URI)? Not
+    /// counted: lists ask this for every item.
+    fn sees(&self, ctx: &crate::call::CallCtx, name: &str) -> bool {
+        if self.policy.is_open() {
+            return true;
+        }
+        let nobody = crate::config::policy::Identity::default();
+        let who = ctx.who.as_deref().unwrap_or(&nobody);
+        self.policy.decide(who, name).1 == crate::config::policy::Decision::Allow
+    }
+
+    /// The policy's word on `call` (counted); a denied call gets the answer an unknown name
+    /// gets, so that a caller cannot tell what exists from what it may not use.
+    fn permit(&self, call: &Call) -> Result<(), BridgeError> {
+        if self.policy.is_open() {
+            return Ok(());
+        }
+        let Some((what, name)) = policy_subject(&call.method, call.params.as_deref()) else {
+            return Ok(());
+        };
+        let nobody = crate::config::policy::Identity::default();
+        let who = call.ctx.who.as_deref().unwrap_or(&nobody);
+        let (rule, d) = self.policy.decide(who, &name);
+        let allowed = d == crate::config::policy::Decision::Allow;
+        self.metrics.policy_decision(&self.name, rule, allowed);
+        if allowed {
+            return Ok(());
+        }
+        Err(BridgeError::Refused {
+            code: code::INVALID_PARAMS,
+            message: format!("unknown {what}: {name}"),
+        })
+    }
+
     /// The member and own name of a published tool or prompt name, from what is known
     /// now (the prefix, or for bare names what the lists taught).
     fn lookup_name<'a>(&self, kind: Kind, name: &'a str) -> Option<(usize, &'a str)> {
@@ -274,21 +311,26 @@ impl Aggregate {
     /// [`Aggregate::lookup_name`], learning the lists first when the name is not known
     /// yet (bare names before any list; a URI nobody listed yet).
     async fn find(&self, kind: Kind, key: &str, caller: &Call, wait: Duration) -> Option<usize> {
-        let known = match kind {
+        // Under a policy a tool or prompt must be one a member listed: a name nobody has
+        // gets the endpoint's own answer, the one a denied name gets.
+        let listed_only = !self.policy.is_open() && matches!(kind, Kind::Tool | Kind::Prompt);
+        let known = || match kind {
+            Kind::Tool | Kind::Prompt if listed_only => self.routes().owner(kind, key),
             Kind::Tool | Kind::Prompt => self.lookup_name(kind, key).map(|(i, _)| i),
             Kind::Resource | Kind::Template => self.lookup_uri(key),
         };
-        if known.is_some() || self.naming.prefix == Prefix::Always && kind != Kind::Resource {
-            return known;
+        let by_prefix = self.naming.prefix == Prefix::Always && kind != Kind::Resource;
+        if let Some(i) = known() {
+            return Some(i);
+        }
+        if by_prefix && !listed_only {
+            return None;
         }
         lists::learn(self, kind, caller, wait).await;
         if kind == Kind::Resource {
             lists::learn(self, Kind::Template, caller, wait).await;
         }
-        match kind {
-            Kind::Tool | Kind::Prompt => self.lookup_name(kind, key).map(|(i, _)| i),
-            Kind::Resource | Kind::Template => self.lookup_uri(key),
-        }
+        known()
     }
 
     /// Where `call` goes, and the call as its member reads it; Err: the caller's answer.
@@ -533,6 +575,26 @@ impl Aggregate {
     }
 }
 
+/// What a routed call is about for the policy: ("tool", published name), ("prompt", …),
+/// ("resource", URI); None for what the policy does not look at.
+fn policy_subject(method: &str, params: Option<&RawValue>) -> Option<(&'static str, String)> {
+    let v: Value = serde_json::from_str(params?.get()).ok()?;
+    let s = |x: &Value| x.as_str().map(str::to_owned);
+    match method {
+        "tools/call" => Some(("tool", s(&v["name"])?)),
+        "prompts/get" => Some(("prompt", s(&v["name"])?)),
+        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            Some(("resource", s(&v["uri"])?))
+        }
+        "completion/complete" => match v["ref"]["type"].as_str()? {
+            "ref/prompt" => Some(("prompt", s(&v["ref"]["name"])?)),
+            "ref/resource" => Some(("resource", s(&v["ref"]["uri"])?)),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// A call the endpoint answers itself: aborting its task ends it.
 struct LocalCancel {
     task: tokio::task::AbortHandle,
@@ -598,6 +660,7 @@ impl Upstream for Aggregate {
                 "ping" => return Ok(self.local(async { Outcome::Result(jsonrpc::raw("{}")) })),
                 _ => {}
             }
+            self.permit(&call)?;
             let routed = self.route(call, wait).await?;
             self.on_member(routed, wait).await
         })
