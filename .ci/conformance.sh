@@ -55,6 +55,9 @@
 #                           with the reference server in front of its HTTP face (at 2025-11-25
 #                           with `--protocol 2025-11-25`: its 2026 face has no client to sample
 #                           or elicit from, its session face does)
+#   CONFORMANCE_ENDPOINT=1  publish the Python fixture as the one member of an aggregation
+#                           endpoint (`[endpoints.one]`, prefix = "never") of `serve --config`,
+#                           and run the suite against the endpoint's path
 #   CONFORMANCE_UPSTREAM=chain  with the reference server: `serve --upstream` in front of a
 #                           second `serve` that publishes it through the stdio relay (two
 #                           bridges, both 2026 on every hop)
@@ -285,7 +288,26 @@ if [ "$FIXTURE_KIND" = reference ]; then
   REF_PID=$!
   ci_wait_port "$REF_PORT" "$REF_PID" python3 || { tail -n 50 "$REF_LOG" >&2; die "the reference server did not start"; }
 fi
-if [ "${CONFORMANCE_UPSTREAM:-0}" = chain ] && [ "$FIXTURE_KIND" = reference ]; then
+if [ "${CONFORMANCE_ENDPOINT:-0}" = 1 ]; then
+  # An aggregation endpoint with the fixture as its one member, bare names (prefix = never):
+  # everything the suite asks goes through the endpoint's merging, routing and id renaming.
+  [ "$FIXTURE_KIND" = python ] || die "CONFORMANCE_ENDPOINT=1 publishes the Python fixture"
+  ENDPOINT_CFG="$RESULTS/endpoint.toml"
+  cat >"$ENDPOINT_CFG" <<EOF
+[listen]
+addresses = ["127.0.0.1:$PORT"]
+[servers.fixture]
+command = "python3"
+args = ["$REPO/$FIXTURE"]
+[endpoints.one]
+servers = ["fixture"]
+prefix = "never"
+EOF
+  URL="http://127.0.0.1:$PORT/endpoints/one/mcp"
+  log "starting: $BIN serve --config $ENDPOINT_CFG ${EXTRA_ARGS[*]} (endpoint one over $FIXTURE)"
+  setsid "$BIN" serve --config "$ENDPOINT_CFG" "${EXTRA_ARGS[@]}" >"$BRIDGE_LOG" 2>&1 &
+  BRIDGE_PID=$!
+elif [ "${CONFORMANCE_UPSTREAM:-0}" = chain ] && [ "$FIXTURE_KIND" = reference ]; then
   # Two bridges: the far one publishes the reference server through the stdio relay (its
   # 2026 child), the near one fronts the far one.
   FAR_PORT="$(ci_free_port python3)"
