@@ -11,6 +11,7 @@
 #![allow(clippy::result_large_err)]
 
 pub mod app;
+pub mod audit;
 pub mod auth;
 pub mod call;
 pub mod cli;

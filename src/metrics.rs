@@ -168,6 +168,7 @@ pub struct Metrics {
     endpoint_calls: IntCounterVec,
     endpoint_member_up: IntGaugeVec,
     policy_decisions: IntCounterVec,
+    audit_dropped: IntCounterVec,
 }
 
 /// One metric family: its name (under the `mcp_bridge` namespace), help text and label names.
@@ -259,6 +260,12 @@ const ENDPOINT_CALLS: Family = Family {
     help: "Calls an aggregation endpoint made of its members (lists, routed calls) by endpoint, \
            member server, method and outcome",
     labels: &["endpoint", "server", "method", "outcome"],
+};
+
+const AUDIT_DROPPED: Family = Family {
+    name: "audit_dropped_total",
+    help: "Audit log entries dropped because the writer's queue was full",
+    labels: &[],
 };
 
 const POLICY_DECISIONS: Family = Family {
@@ -445,6 +452,12 @@ impl Metrics {
             endpoint_calls: ENDPOINT_CALLS.counter(&r),
             endpoint_member_up: ENDPOINT_MEMBER_UP.gauge_vec(&r),
             policy_decisions: POLICY_DECISIONS.counter(&r),
+            audit_dropped: {
+                // Exported at 0 from the start.
+                let c = AUDIT_DROPPED.counter(&r);
+                c.with_label_values(&[] as &[&str]);
+                c
+            },
             sessions: SESSIONS.gauge_vec(&r),
             auth_failures: AUTH_FAILURES.counter(&r),
             auth_successes: AUTH_SUCCESSES.counter(&r),
@@ -584,6 +597,10 @@ impl Metrics {
             .with_label_values(&[endpoint, server, method_label(method), outcome])
             .inc();
     }
+    /// An audit entry dropped (the writer's queue was full).
+    pub fn audit_dropped(&self) {
+        self.audit_dropped.with_label_values(&[] as &[&str]).inc();
+    }
     /// A `[[policy]]` decision on a call of `endpoint`: by rule `rule` (None: the default).
     pub fn policy_decision(&self, endpoint: &str, rule: Option<usize>, allowed: bool) {
         let rule = rule.map_or_else(|| "default".to_owned(), |n| n.to_string());
@@ -701,7 +718,7 @@ fn itoa_status(s: u16) -> &'static str {
 
 /// What a SIGHUP reloads (the `part` label of `reloads_total`), all exported from the start
 /// with both outcomes. The same words as `reload::Part::as_str`.
-pub const RELOAD_PARTS: &[&str] = &["config", "tls", "jwt", "bearer"];
+pub const RELOAD_PARTS: &[&str] = &["config", "tls", "jwt", "bearer", "audit"];
 
 /// `mcp_bridge_reloads_total{part,outcome}`: one count per part per SIGHUP, `ok` or `failed`
 /// (the old state kept). Held by the one `reload::Reloader`.

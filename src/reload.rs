@@ -39,6 +39,8 @@ pub enum Part {
     Jwt,
     /// A `--token-file`.
     Bearer,
+    /// The audit log's file (reopened: logrotate moved it).
+    Audit,
 }
 
 impl Part {
@@ -49,6 +51,7 @@ impl Part {
             Part::Tls => "tls",
             Part::Jwt => "jwt",
             Part::Bearer => "bearer",
+            Part::Audit => "audit",
         }
     }
 
@@ -59,6 +62,7 @@ impl Part {
             Part::Tls => "TLS certificate reload failed; keeping the previous one",
             Part::Jwt => "JWKS reload failed; keeping the previous keys",
             Part::Bearer => "bearer token reload failed; keeping the previous tokens",
+            Part::Audit => "audit log reopen failed; writing on to the open file",
         }
     }
 

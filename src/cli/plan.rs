@@ -97,6 +97,7 @@ pub fn solo(args: &ServeArgs) -> Result<Plan, String> {
         cluster_key_file: args.cluster_key_file.clone(),
         advertise_url: args.advertise_url.clone(),
         cluster_ca_file: args.cluster_ca_file.clone(),
+        audit: None,
     })
 }
 

@@ -43,6 +43,8 @@ pub struct FileConfig {
     pub policy: Vec<super::policy::PolicyFile>,
     /// What applies when no rule does (default `allow`).
     pub policy_default: Option<super::policy::Decision>,
+    /// One JSON line per call of an endpoint (`crate::audit`).
+    pub audit: Option<crate::audit::AuditSpec>,
 }
 
 #[derive(Debug, Default, Deserialize)]

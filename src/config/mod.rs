@@ -234,6 +234,8 @@ pub struct Plan {
     pub advertise_url: Option<String>,
     /// CA certificates for https:// hops between replicas.
     pub cluster_ca_file: Option<PathBuf>,
+    /// The audit log of the endpoints' calls (`[audit]`), if any.
+    pub audit: Option<crate::audit::AuditSpec>,
 }
 
 /// The path a named server is published at.
@@ -305,6 +307,7 @@ impl Plan {
             && self.cluster_key_file == other.cluster_key_file
             && self.advertise_url == other.advertise_url
             && self.cluster_ca_file == other.cluster_ca_file
+            && self.audit == other.audit
     }
 }
 
@@ -540,6 +543,7 @@ pub fn resolve(file: FileConfig, name: &str) -> Result<Plan, String> {
         cluster_key_file: file.cluster.as_ref().and_then(|c| c.key_file.clone()),
         advertise_url: file.cluster.as_ref().and_then(|c| c.advertise_url.clone()),
         cluster_ca_file: file.cluster.and_then(|c| c.ca_file),
+        audit: file.audit,
     })
 }
 

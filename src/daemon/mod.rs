@@ -234,7 +234,20 @@ pub fn main(args: ServeArgs, given: Given) -> ExitCode {
         Err(code) => return code,
     };
     let metrics = Arc::new(Metrics::new());
+    let audit = match plan
+        .audit
+        .as_ref()
+        .map(|a| crate::audit::Audit::open(a, metrics.clone()))
+    {
+        None => None,
+        Some(Ok(a)) => Some(a),
+        Some(Err(e)) => {
+            eprintln!("mcp-bridge serve: {e}");
+            return ExitCode::from(EX_CONFIG);
+        }
+    };
     let d = Daemon {
+        audit,
         reloader: Reloader::new(
             Some(&metrics),
             &TaskTracker::new(),
@@ -305,6 +318,8 @@ struct Daemon {
     drains: TaskTracker,
     /// Cancelled at shutdown: drains stop waiting.
     hurry: CancellationToken,
+    /// The endpoints' audit log (`[audit]`; its settings change only on restart).
+    audit: Option<Arc<crate::audit::Audit>>,
 }
 
 impl Daemon {
@@ -386,7 +401,8 @@ impl Daemon {
             }
         }
         let wait = spec.limits.start_wait;
-        let rt = ServerRt::start_endpoint(spec, members, origins, http, metrics)
+        let audit = self.audit.clone();
+        let rt = ServerRt::start_endpoint(spec, members, origins, http, metrics, audit)
             .map_err(|e| StartError::Upstream(named(e)))?;
         if let Some((agg, _)) = &rt.endpoint {
             if let Err(e) = agg.check_names(wait).await {
@@ -442,6 +458,12 @@ async fn run(mut d: Daemon, adopted: Vec<std::net::TcpListener>, bad_input: Exit
     // First in every pass: a changed configuration replaces auth before the parts re-read.
     d.reloader
         .register(Part::Config, &d, |d| async move { d.reload_config().await });
+    if let Some(a) = &d.audit {
+        d.reloader.register(Part::Audit, a, |a| async move {
+            a.reopen();
+            Ok("audit log reopened".to_owned())
+        });
+    }
     if let Err(code) = start_all(&d, &plan, bad_input).await {
         stop_background(&d, &metrics_stop, &background).await;
         return code;

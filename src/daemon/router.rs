@@ -132,6 +132,7 @@ impl ServerRt {
         origins: Vec<String>,
         cfg: HttpConfig,
         metrics: Arc<Metrics>,
+        audit: Option<Arc<crate::audit::Audit>>,
     ) -> Result<Arc<ServerRt>, String> {
         let crate::config::Target::Endpoint(e) = &spec.target else {
             return Err(format!("{:?} is not an endpoint", spec.name));
@@ -147,6 +148,7 @@ impl ServerRt {
             e,
             ups,
             metrics.clone(),
+            audit,
             children.clone(),
             &tracker,
         );

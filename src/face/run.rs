@@ -156,10 +156,14 @@ impl App {
             Err(e) => {
                 span.in_scope(|| debug!("upstream unavailable: {e}"));
                 self.meter.refused(method, e.code());
-                return respond::json(
-                    StatusCode::OK,
-                    jsonrpc::error_raw(Some(id), &e.error_object()),
-                );
+                // A 2026 caller's unknown method is a 404 (an endpoint refuses one itself).
+                let status =
+                    if client_era == Era::Modern && e.code() == jsonrpc::code::METHOD_NOT_FOUND {
+                        StatusCode::NOT_FOUND
+                    } else {
+                        StatusCode::OK
+                    };
+                return respond::json(status, jsonrpc::error_raw(Some(id), &e.error_object()));
             }
         };
         if client_era == Era::Legacy {

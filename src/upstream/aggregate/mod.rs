@@ -24,6 +24,7 @@
 //! The members are owned by their own `[servers.NAME]` entries: stopping the endpoint stops
 //! only its own tasks.
 
+mod audited;
 pub mod cursor;
 mod discover;
 mod events;
@@ -114,6 +115,8 @@ pub struct Aggregate {
     tracker: TaskTracker,
     stop: CancellationToken,
     metrics: Arc<Metrics>,
+    /// Where each routed or refused call is written (`[audit]`), if anywhere.
+    audit: Option<Arc<crate::audit::Audit>>,
 }
 
 /// Where a routed call goes: the member, and the call as that member reads it.
@@ -130,6 +133,7 @@ impl Aggregate {
         spec: &EndpointSpec,
         members: Vec<(String, SharedUpstream)>,
         metrics: Arc<Metrics>,
+        audit: Option<Arc<crate::audit::Audit>>,
         stop: CancellationToken,
         tracker: &TaskTracker,
     ) -> Arc<Aggregate> {
@@ -162,6 +166,7 @@ impl Aggregate {
             tracker: tracker.clone(),
             stop,
             metrics,
+            audit,
         });
         events::start(&agg);
         agg
@@ -434,10 +439,18 @@ impl Aggregate {
 
     /// Start a routed call on its member: the member's handle, with the ids of its
     /// requests to the caller renamed, and the caller's answers coming back through here.
-    async fn on_member(&self, r: Routed, wait: Duration) -> Result<CallHandle, BridgeError> {
+    async fn on_member(
+        &self,
+        r: Routed,
+        wait: Duration,
+        mut line: Option<audited::Guard>,
+    ) -> Result<CallHandle, BridgeError> {
         let i = r.member;
         let m = &self.members[i];
         let method = r.call.method.clone();
+        if let Some(l) = &mut line {
+            l.to_member(&m.name);
+        }
         let mut h = match m.up.call(r.call, m.wait(wait)).await {
             Ok(h) => h,
             Err(e) => {
@@ -445,6 +458,9 @@ impl Aggregate {
                     self.note(i, false);
                 }
                 self.count(i, &method, "failed");
+                if let Some(l) = line {
+                    l.finish("failed", Some(e.code()));
+                }
                 return Err(self.named(i, e));
             }
         };
@@ -455,28 +471,38 @@ impl Aggregate {
         if let Some(me) = self.me.upgrade() {
             // A failure of the member's says which member; it tells the endpoint too.
             let me2 = me.clone();
-            h.outcome.translate_with(Box::new(move |o| match o {
-                Outcome::Failed(e) => {
-                    if member_gone(&e) {
-                        me2.note(i, false);
-                    }
-                    me2.count(i, &method, "failed");
-                    Outcome::Failed(me2.named(i, e))
+            h.outcome.translate_with(Box::new(move |o| {
+                if let Some(l) = line {
+                    l.finish_with(&o);
                 }
-                o => {
-                    me2.note(i, true);
-                    let outcome = if matches!(o, Outcome::Result(_)) {
-                        "result"
-                    } else {
-                        "error"
-                    };
-                    me2.count(i, &method, outcome);
-                    o
-                }
+                me2.member_outcome(i, &method, o)
             }));
             h = h.answered_via(me);
         }
         Ok(h)
+    }
+
+    /// Member `i`'s outcome of `method`: noted, counted, a failure named.
+    fn member_outcome(&self, i: usize, method: &str, o: Outcome) -> Outcome {
+        match o {
+            Outcome::Failed(e) => {
+                if member_gone(&e) {
+                    self.note(i, false);
+                }
+                self.count(i, method, "failed");
+                Outcome::Failed(self.named(i, e))
+            }
+            o => {
+                self.note(i, true);
+                let outcome = if matches!(o, Outcome::Result(_)) {
+                    "result"
+                } else {
+                    "error"
+                };
+                self.count(i, method, outcome);
+                o
+            }
+        }
     }
 
     /// A call the endpoint answers itself, run as a task (aborted when its handle goes).
@@ -660,9 +686,23 @@ impl Upstream for Aggregate {
                 "ping" => return Ok(self.local(async { Outcome::Result(jsonrpc::raw("{}")) })),
                 _ => {}
             }
-            self.permit(&call)?;
-            let routed = self.route(call, wait).await?;
-            self.on_member(routed, wait).await
+            let line = self
+                .audit
+                .as_ref()
+                .map(|a| audited::Guard::new(a, &self.name, &call));
+            let refused = |line: Option<audited::Guard>, e: BridgeError, outcome| {
+                if let Some(l) = line {
+                    l.finish(outcome, Some(e.code()));
+                }
+                Err(e)
+            };
+            if let Err(e) = self.permit(&call) {
+                return refused(line, e, "denied");
+            }
+            match self.route(call, wait).await {
+                Ok(routed) => self.on_member(routed, wait, line).await,
+                Err(e) => refused(line, e, "error"),
+            }
         })
     }
     fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
