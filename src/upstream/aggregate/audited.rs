@@ -61,7 +61,7 @@ impl Guard {
     }
 
     /// The member the call goes to.
-    pub fn to_member(&mut self, member: &str) {
+    pub fn set_member(&mut self, member: &str) {
         if let Some(e) = &mut self.entry {
             e.member = Some(member.to_owned());
         }

@@ -449,7 +449,7 @@ impl Aggregate {
         let m = &self.members[i];
         let method = r.call.method.clone();
         if let Some(l) = &mut line {
-            l.to_member(&m.name);
+            l.set_member(&m.name);
         }
         let mut h = match m.up.call(r.call, m.wait(wait)).await {
             Ok(h) => h,
