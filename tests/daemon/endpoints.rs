@@ -640,3 +640,105 @@ fn check_config_explains_a_callers_rules() {
     assert_eq!(out.status.code(), Some(78));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_log_has_one_line_per_call_across_a_rotation() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("audit.log");
+    let text = format!(
+        "[audit]\npath = {log:?}\ninclude_arguments = true\nfsync = \"batch\"\n{}",
+        team_config("")
+    );
+    let cfg = write(dir.path(), "audit.toml", &text);
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let url = b.endpoint("/endpoints/team/mcp");
+    let c = client();
+    let r = call_modern(&c, &url, json!(0), "c__echo", json!({"text": "x"})).await;
+    assert_eq!(r.error_code(), -32602);
+
+    // 8 callers, 40 calls each; the file is moved away (logrotate) and SIGHUP sent meanwhile.
+    const CALLERS: usize = 8;
+    const EACH: usize = 40;
+    let mut tasks = Vec::new();
+    for t in 0..CALLERS {
+        let (c, url) = (c.clone(), url.clone());
+        tasks.push(tokio::spawn(async move {
+            for i in 0..EACH {
+                let m = if i % 2 == 0 { "a" } else { "b" };
+                let text = format!("{t}-{i}");
+                let r = call_modern(
+                    &c,
+                    &url,
+                    json!(i),
+                    &format!("{m}__echo"),
+                    json!({"text": text}),
+                )
+                .await;
+                assert_eq!(r.text(), text, "{r:?}");
+            }
+        }));
+    }
+    // Rotated once the log holds some of the load's lines.
+    let count = |p: &std::path::Path| std::fs::read_to_string(p).map_or(0, |t| t.lines().count());
+    let until = std::time::Instant::now() + T;
+    while count(&log) < 40 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let rotated = dir.path().join("audit.log.1");
+    std::fs::rename(&log, &rotated).unwrap();
+    b.signal(nix::sys::signal::Signal::SIGHUP);
+    b.log.expect("audit log reopened", T).await;
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // A call after the reopen lands in the new file.
+    let r = call_modern(&c, &url, json!(9), "b__echo", json!({"text": "last"})).await;
+    assert_eq!(r.text(), "last");
+    // The writer drains within its tick; wait (bounded) until every line is there.
+    let lines = || {
+        [&rotated, &log]
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .flat_map(|t| t.lines().map(str::to_owned).collect::<Vec<_>>())
+            .map(|l| serde_json::from_str::<Value>(&l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let until = std::time::Instant::now() + T;
+    while lines().len() < CALLERS * EACH + 2 && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let all = lines();
+    assert_eq!(
+        all.len(),
+        CALLERS * EACH + 2,
+        "one line per call, none lost"
+    );
+    assert!(count(&rotated) >= 40, "the rotated file kept its lines");
+    let fresh = std::fs::read_to_string(&log).expect("reopened at its path");
+    assert!(
+        fresh.contains("\"last\""),
+        "the last call is in the new file: {fresh}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&log).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let unknown = &all[0];
+    assert_eq!(unknown["outcome"], "error", "{unknown}");
+    assert_eq!(unknown["code"], -32602, "{unknown}");
+    assert!(unknown["member"].is_null(), "{unknown}");
+    let mut texts = BTreeSet::new();
+    for l in all[1..].iter().filter(|l| l["arguments"]["text"] != "last") {
+        assert_eq!(l["outcome"], "ok", "{l}");
+        assert_eq!(l["endpoint"], "team", "{l}");
+        assert_eq!(l["method"], "tools/call", "{l}");
+        let name = l["name"].as_str().unwrap();
+        assert_eq!(l["member"].as_str().unwrap(), &name[..1], "{l}");
+        assert!(l["duration_ms"].is_number() && l["time"].is_string(), "{l}");
+        assert!(l.get("dropped").is_none(), "{l}");
+        texts.insert(l["arguments"]["text"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(texts.len(), CALLERS * EACH, "each call's own arguments");
+}
