@@ -36,6 +36,10 @@ pub enum BridgeError {
     /// unusable `requestState`, …), without asking the upstream.
     #[error("{message}")]
     Refused { code: i64, message: String },
+    /// The caller is over its limit on an endpoint (`rate`, `concurrency`): try again in this
+    /// many seconds (HTTP 429 with `Retry-After`).
+    #[error("rate limit exceeded: retry after {0} s")]
+    RateLimited(u64),
 }
 
 impl BridgeError {
@@ -51,6 +55,7 @@ impl BridgeError {
             BridgeError::AttributionBusy(_) => "attribution_busy",
             BridgeError::Remote { reason, .. } => reason,
             BridgeError::Refused { .. } => "refused",
+            BridgeError::RateLimited(_) => "rate_limited",
         }
     }
 

@@ -169,6 +169,7 @@ pub struct Metrics {
     endpoint_member_up: IntGaugeVec,
     policy_decisions: IntCounterVec,
     audit_dropped: IntCounterVec,
+    rate_limited: IntCounterVec,
 }
 
 /// One metric family: its name (under the `mcp_bridge` namespace), help text and label names.
@@ -260,6 +261,13 @@ const ENDPOINT_CALLS: Family = Family {
     help: "Calls an aggregation endpoint made of its members (lists, routed calls) by endpoint, \
            member server, method and outcome",
     labels: &["endpoint", "server", "method", "outcome"],
+};
+
+const RATE_LIMITED: Family = Family {
+    name: "rate_limited_total",
+    help: "Calls an endpoint refused (HTTP 429) because their caller was over its rate or \
+           concurrency limit, by endpoint and caller (token name, jwt, or anonymous)",
+    labels: &["endpoint", "caller"],
 };
 
 const AUDIT_DROPPED: Family = Family {
@@ -452,6 +460,7 @@ impl Metrics {
             endpoint_calls: ENDPOINT_CALLS.counter(&r),
             endpoint_member_up: ENDPOINT_MEMBER_UP.gauge_vec(&r),
             policy_decisions: POLICY_DECISIONS.counter(&r),
+            rate_limited: RATE_LIMITED.counter(&r),
             audit_dropped: {
                 // Exported at 0 from the start.
                 let c = AUDIT_DROPPED.counter(&r);
@@ -595,6 +604,12 @@ impl Metrics {
         debug_assert!(ENDPOINT_OUTCOMES.contains(&outcome), "{outcome}");
         self.endpoint_calls
             .with_label_values(&[endpoint, server, method_label(method), outcome])
+            .inc();
+    }
+    /// A call of `endpoint` refused for `caller`'s limits.
+    pub fn rate_limited(&self, endpoint: &str, caller: &str) {
+        self.rate_limited
+            .with_label_values(&[endpoint, caller])
             .inc();
     }
     /// An audit entry dropped (the writer's queue was full).

@@ -304,25 +304,30 @@ mod tests {
             (Part::Tls, probe("tls", false, &log)),
             (Part::Jwt, probe("jwt", false, &log)),
             (Part::Bearer, probe("bearer", false, &log)),
+            (Part::Audit, probe("audit", false, &log)),
         ];
         for (part, p) in &parts {
             register(&r, *part, p);
         }
-        assert_eq!(r.len(), 4);
+        assert_eq!(r.len(), 5);
         let mut hup = Hangups::watch();
         nix::sys::signal::raise(nix::sys::signal::Signal::SIGHUP).unwrap();
         tokio::time::timeout(Duration::from_secs(10), hup.recv())
             .await
             .expect("the SIGHUP arrives");
         let pass = r.reload_all().await;
-        assert_eq!(*log.lock().unwrap(), ["config", "tls", "jwt", "bearer"]);
+        assert_eq!(
+            *log.lock().unwrap(),
+            ["config", "tls", "jwt", "bearer", "audit"]
+        );
         assert_eq!(
             pass.ran,
             [
                 (Part::Config, true),
                 (Part::Tls, true),
                 (Part::Jwt, true),
-                (Part::Bearer, true)
+                (Part::Bearer, true),
+                (Part::Audit, true)
             ]
         );
         for p in crate::metrics::RELOAD_PARTS {

@@ -10,6 +10,7 @@
 //! need the members' lists: the daemon checks them when it starts the endpoint.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::Deserialize;
 
@@ -38,6 +39,21 @@ pub struct EndpointFile {
     pub prefix: Prefix,
     /// The `serverInfo.title` clients see (default: the endpoint's name).
     pub title: Option<String>,
+    /// Calls per caller: `"100/min"` (also `/sec`, `/hour`).
+    pub rate: Option<String>,
+    /// How many calls over the rate a caller may make at once (default: the rate's count).
+    pub burst: Option<u32>,
+    /// Calls in flight per caller, at most.
+    pub concurrency: Option<usize>,
+}
+
+/// An endpoint's limits per caller (`crate::upstream::aggregate::limits`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RateSpec {
+    /// (calls, per this long).
+    pub rate: Option<(u32, Duration)>,
+    pub burst: u32,
+    pub concurrency: Option<usize>,
 }
 
 /// An endpoint, decided.
@@ -50,6 +66,7 @@ pub struct EndpointSpec {
     pub title: Option<String>,
     /// Who may use what (`[[policy]]`).
     pub policy: super::policy::Policy,
+    pub limits: RateSpec,
 }
 
 /// The path an endpoint is published at when its table names none.
@@ -101,8 +118,43 @@ pub fn resolve(
             prefix: e.prefix,
             title: e.title.clone(),
             policy: super::policy::Policy::default(),
+            limits: rate_spec(e).map_err(at)?,
         },
     ))
+}
+
+/// The `rate`, `burst` and `concurrency` of a table, checked.
+fn rate_spec(e: &EndpointFile) -> Result<RateSpec, String> {
+    let rate = e.rate.as_deref().map(parse_rate).transpose()?;
+    if e.burst.is_some() && rate.is_none() {
+        return Err("burst needs a rate".into());
+    }
+    if e.concurrency == Some(0) {
+        return Err("concurrency = 0 would refuse every call".into());
+    }
+    Ok(RateSpec {
+        rate,
+        burst: e.burst.or(rate.map(|(n, _)| n)).unwrap_or(1).max(1),
+        concurrency: e.concurrency,
+    })
+}
+
+/// `"100/min"` as (100, one minute); units `s`/`sec`/`second`, `m`/`min`/`minute`,
+/// `h`/`hour`.
+pub fn parse_rate(s: &str) -> Result<(u32, Duration), String> {
+    let bad = || format!("rate {s:?}: use N/sec, N/min or N/hour (N from 1)");
+    let (n, unit) = s.split_once('/').ok_or_else(bad)?;
+    let n: u32 = n.trim().parse().map_err(|_| bad())?;
+    let per = match unit.trim() {
+        "s" | "sec" | "second" => Duration::from_secs(1),
+        "m" | "min" | "minute" => Duration::from_secs(60),
+        "h" | "hour" => Duration::from_secs(3600),
+        _ => return Err(bad()),
+    };
+    if n == 0 {
+        return Err(bad());
+    }
+    Ok((n, per))
 }
 
 /// An endpoint path: absolute, plain characters, and not one the bridge answers itself.

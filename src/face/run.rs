@@ -67,6 +67,25 @@ pub struct PostCtx<'a> {
     pub arrived: Instant,
 }
 
+/// The answer to a call that could not start: a JSON-RPC error, as HTTP 404 for a 2026
+/// caller's unknown method (an endpoint refuses one itself) and 429 with `Retry-After` for a
+/// caller over an endpoint's limits (both eras).
+fn refused_at_start(client_era: Era, id: &str, e: &crate::error::BridgeError) -> Response<Body> {
+    let body = jsonrpc::error_raw(Some(id), &e.error_object());
+    if let crate::error::BridgeError::RateLimited(secs) = e {
+        let mut r = respond::json(StatusCode::TOO_MANY_REQUESTS, body);
+        r.headers_mut()
+            .insert(http::header::RETRY_AFTER, http::HeaderValue::from(*secs));
+        return r;
+    }
+    let status = if client_era == Era::Modern && e.code() == jsonrpc::code::METHOD_NOT_FOUND {
+        StatusCode::NOT_FOUND
+    } else {
+        StatusCode::OK
+    };
+    respond::json(status, body)
+}
+
 /// "No deadline" for open-ended streams, as a far but representable instant (~30 years).
 const LISTEN_NO_DEADLINE: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 
@@ -156,14 +175,7 @@ impl App {
             Err(e) => {
                 span.in_scope(|| debug!("upstream unavailable: {e}"));
                 self.meter.refused(method, e.code());
-                // A 2026 caller's unknown method is a 404 (an endpoint refuses one itself).
-                let status =
-                    if client_era == Era::Modern && e.code() == jsonrpc::code::METHOD_NOT_FOUND {
-                        StatusCode::NOT_FOUND
-                    } else {
-                        StatusCode::OK
-                    };
-                return respond::json(status, jsonrpc::error_raw(Some(id), &e.error_object()));
+                return refused_at_start(client_era, id, &e);
             }
         };
         if client_era == Era::Legacy {

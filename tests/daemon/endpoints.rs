@@ -742,3 +742,56 @@ async fn the_audit_log_has_one_line_per_call_across_a_rotation() {
     }
     assert_eq!(texts.len(), CALLERS * EACH, "each call's own arguments");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_caller_over_its_rate_gets_429_and_starves_nobody() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = write(dir.path(), "tokens", &format!("alice:{ALICE}\nbob:{BOB}\n"));
+    let text = format!(
+        "[auth]\nmode = \"bearer\"\ntoken_file = {tokens:?}\n[metrics]\non_main = true\n{}\
+         [endpoints.team]\nservers = [\"a\"]\nrate = \"3/min\"\n",
+        demo_server("a", &[]),
+    );
+    let cfg = write(dir.path(), "rate.toml", &text);
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let c = client();
+    let url = b.endpoint("/endpoints/team/mcp");
+    let call = |token: &'static str| {
+        let body = modern_tool_call(json!(1), "a__echo", json!({"text": "hi"}));
+        let (c, url) = (c.clone(), url.clone());
+        async move { post_with(&c, &url, as_caller(token, &body), body.to_string()).await }
+    };
+    for _ in 0..3 {
+        assert_eq!(call(ALICE).await.text(), "hi");
+    }
+    let over = call(ALICE).await;
+    assert_eq!(over.status, 429, "{over:?}");
+    let secs: u64 = over
+        .header("retry-after")
+        .expect("Retry-After")
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&secs), "{secs}");
+    // Bob has a bucket of his own, in both eras.
+    assert_eq!(call(BOB).await.text(), "hi");
+    let mut h = base_headers();
+    h.insert("authorization", hv(&format!("Bearer {ALICE}")));
+    let init = post_with(&c, &url, h, initialize_body(json!(0), LEGACY).to_string()).await;
+    assert_eq!(init.status, 200, "initialize is the bridge's own: {init:?}");
+    let m = c
+        .get(b.endpoint("/metrics"))
+        .header("authorization", format!("Bearer {BOB}"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let n = metric_sum(
+        &m,
+        "mcp_bridge_rate_limited_total",
+        &[("endpoint", "team"), ("caller", "alice")],
+    );
+    assert_eq!(n, Some(1.0), "{m}");
+}

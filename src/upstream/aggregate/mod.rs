@@ -28,6 +28,7 @@ mod audited;
 pub mod cursor;
 mod discover;
 mod events;
+mod limits;
 mod lists;
 pub mod names;
 
@@ -117,6 +118,8 @@ pub struct Aggregate {
     metrics: Arc<Metrics>,
     /// Where each routed or refused call is written (`[audit]`), if anywhere.
     audit: Option<Arc<crate::audit::Audit>>,
+    /// Calls per caller (`rate`, `burst`, `concurrency`), if limited.
+    limiter: Option<Arc<limits::Limiter>>,
 }
 
 /// Where a routed call goes: the member, and the call as that member reads it.
@@ -167,6 +170,7 @@ impl Aggregate {
             stop,
             metrics,
             audit,
+            limiter: limits::Limiter::new(&spec.limits),
         });
         events::start(&agg);
         agg
@@ -591,6 +595,40 @@ impl Aggregate {
         Ok(info)
     }
 
+    /// A call past the endpoint's limits: a list or a ping answered here, anything else
+    /// checked against the policy, routed and started on its member.
+    async fn start_call(
+        self: Arc<Self>,
+        call: Call,
+        wait: Duration,
+    ) -> Result<CallHandle, BridgeError> {
+        if lists::kind_of(&call.method).is_some() {
+            return Ok(self.local(lists::merged(self.clone(), call, wait)));
+        }
+        match call.method.as_str() {
+            "logging/setLevel" => return Ok(self.local(self.clone().set_level(call, wait))),
+            "ping" => return Ok(self.local(async { Outcome::Result(jsonrpc::raw("{}")) })),
+            _ => {}
+        }
+        let line = self
+            .audit
+            .as_ref()
+            .map(|a| audited::Guard::new(a, &self.name, &call));
+        let refused = |line: Option<audited::Guard>, e: BridgeError, outcome| {
+            if let Some(l) = line {
+                l.finish(outcome, Some(e.code()));
+            }
+            Err(e)
+        };
+        if let Err(e) = self.permit(&call) {
+            return refused(line, e, "denied");
+        }
+        match self.route(call, wait).await {
+            Ok(routed) => self.on_member(routed, wait, line).await,
+            Err(e) => refused(line, e, "error"),
+        }
+    }
+
     /// With `prefix = "never"`, two members offering one tool or prompt name is an error
     /// naming both (checked when the endpoint starts; members that are not up are skipped).
     pub async fn check_names(&self, wait: Duration) -> Result<(), String> {
@@ -598,6 +636,19 @@ impl Aggregate {
             return Ok(());
         }
         lists::collisions(self, wait).await
+    }
+}
+
+/// Whose limits a call counts against (the identity), and the bounded label it is counted
+/// under: a token's name, `jwt` for any JWT `sub`, `anonymous` without auth.
+fn caller_key(call: &Call) -> (String, &str) {
+    match call.ctx.who.as_deref() {
+        Some(w) => match (&w.token, &w.sub) {
+            (Some(t), _) => (format!("token:{t}"), t.as_str()),
+            (None, Some(s)) => (format!("sub:{s}"), "jwt"),
+            (None, None) => ("anonymous".into(), "anonymous"),
+        },
+        None => ("anonymous".into(), "anonymous"),
     }
 }
 
@@ -678,31 +729,28 @@ impl Upstream for Aggregate {
             let Some(me) = self.me.upgrade() else {
                 return Err(BridgeError::ShuttingDown);
             };
-            if lists::kind_of(&call.method).is_some() {
-                return Ok(self.local(lists::merged(me, call, wait)));
-            }
-            match call.method.as_str() {
-                "logging/setLevel" => return Ok(self.local(me.set_level(call, wait))),
-                "ping" => return Ok(self.local(async { Outcome::Result(jsonrpc::raw("{}")) })),
-                _ => {}
-            }
-            let line = self
-                .audit
-                .as_ref()
-                .map(|a| audited::Guard::new(a, &self.name, &call));
-            let refused = |line: Option<audited::Guard>, e: BridgeError, outcome| {
-                if let Some(l) = line {
-                    l.finish(outcome, Some(e.code()));
+            // Held until the call's outcome (or its end): the caller's place in its limits.
+            let permit = match &self.limiter {
+                Some(l) if call.method != "ping" => {
+                    let (key, label) = caller_key(&call);
+                    match l.admit(&key) {
+                        Ok(p) => Some(p),
+                        Err(e) => {
+                            self.metrics.rate_limited(&self.name, label);
+                            return Err(e);
+                        }
+                    }
                 }
-                Err(e)
+                _ => None,
             };
-            if let Err(e) = self.permit(&call) {
-                return refused(line, e, "denied");
+            let mut h = me.start_call(call, wait).await?;
+            if let Some(p) = permit {
+                h.outcome.translate_with(Box::new(move |o| {
+                    drop(p);
+                    o
+                }));
             }
-            match self.route(call, wait).await {
-                Ok(routed) => self.on_member(routed, wait, line).await,
-                Err(e) => refused(line, e, "error"),
-            }
+            Ok(h)
         })
     }
     fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
