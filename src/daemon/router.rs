@@ -114,14 +114,24 @@ impl ServerRt {
             children,
             tracker,
         )?;
+        Ok(ServerRt::running(spec, origins, app, None))
+    }
+
+    /// The running server around its face `app` (its sweeper started).
+    fn running(
+        spec: ServerSpec,
+        origins: Vec<String>,
+        app: Arc<App>,
+        endpoint: Option<(Arc<Aggregate>, Vec<Arc<ServerRt>>)>,
+    ) -> Arc<ServerRt> {
         http::spawn_sweeper(&app);
-        Ok(Arc::new(ServerRt {
+        Arc::new(ServerRt {
             spec,
             origins,
             app,
             inflight: Arc::new(Requests::default()),
-            endpoint: None,
-        }))
+            endpoint,
+        })
     }
 
     /// Start an endpoint over `members` (running servers, in the spec's order) and build
@@ -166,14 +176,7 @@ impl ServerRt {
             children,
             tracker,
         )?;
-        http::spawn_sweeper(&app);
-        Ok(Arc::new(ServerRt {
-            spec,
-            origins,
-            app,
-            inflight: Arc::new(Requests::default()),
-            endpoint: Some((agg, members)),
-        }))
+        Ok(ServerRt::running(spec, origins, app, Some((agg, members))))
     }
 
     /// For an endpoint: are its members exactly these running servers still?

@@ -394,40 +394,29 @@ fn endpoint_configuration_errors_exit_78() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let check = false;
-    let (code, err) = run(
-        "unknown.toml",
-        &format!(
-            "{}[endpoints.team]\nservers = [\"a\", \"zz\"]\n",
-            demo_server("a", &[])
+    // check-config: (file, its text after one demo server "a", what the error names).
+    let cases = [
+        (
+            "unknown.toml",
+            "[endpoints.team]\nservers = [\"a\", \"zz\"]\n",
+            "zz",
         ),
-        check,
-    );
-    assert_eq!(code, Some(78), "{err}");
-    assert!(err.contains("zz"), "{err}");
-    let (code, err) = run(
-        "reserved.toml",
-        &format!(
-            "{}[endpoints.team]\npath = \"/metrics\"\nservers = [\"a\"]\n",
-            demo_server("a", &[])
+        (
+            "reserved.toml",
+            "[endpoints.team]\npath = \"/metrics\"\nservers = [\"a\"]\n",
+            "/metrics",
         ),
-        check,
-    );
-    assert_eq!(code, Some(78), "{err}");
-    assert!(err.contains("/metrics"), "{err}");
-    let (code, err) = run(
-        "clash.toml",
-        &format!(
-            "{}[endpoints.a]\nservers = [\"a\"]\n",
-            demo_server("a", &[])
+        (
+            "clash.toml",
+            "[endpoints.a]\nservers = [\"a\"]\n",
+            "same name",
         ),
-        check,
-    );
-    assert_eq!(
-        code,
-        Some(78),
-        "a name both a server and an endpoint: {err}"
-    );
+    ];
+    for (file, text, names) in cases {
+        let (code, err) = run(file, &format!("{}{text}", demo_server("a", &[])), false);
+        assert_eq!(code, Some(78), "{file}: {err}");
+        assert!(err.contains(names), "{file}: {err}");
+    }
     // Bare names that collide are found when the members are up: serve exits 78 naming both.
     let (code, err) = run(
         "never.toml",
