@@ -373,6 +373,25 @@ pub trait Cancel: Send + Sync {
     }
 }
 
+/// A call run as a task of its own (a remote's exchange, an endpoint's own answer): aborting
+/// the task cancels it (dropping a remote exchange cancels it at the remote).
+pub struct TaskCancel {
+    pub task: tokio::task::AbortHandle,
+    /// Set once the answer is in.
+    pub answered: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Cancel for TaskCancel {
+    fn pending(&self) -> bool {
+        !self.answered.load(std::sync::atomic::Ordering::Acquire) && !self.task.is_finished()
+    }
+    fn cancel(&self, _reason: &str) -> bool {
+        let was = self.pending();
+        self.task.abort();
+        was
+    }
+}
+
 /// Cancels one call after its handle is gone (a detached 2025 call). Cheap to clone.
 #[derive(Clone)]
 pub struct Canceller(Arc<dyn Cancel>);

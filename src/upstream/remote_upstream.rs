@@ -26,14 +26,13 @@ use bytes::Bytes;
 use futures_util::future::BoxFuture;
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, OnceCell};
-use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info};
 
 use crate::call::{
-    sinks, Call, CallEvent, CallHandle, Cancel, CancelOnDrop, EventReceiver, Outcome,
-    SharedUpstream, Upstream, UpstreamEvent, UpstreamInfo,
+    sinks, Call, CallEvent, CallHandle, CancelOnDrop, EventReceiver, Outcome, SharedUpstream,
+    Upstream, UpstreamEvent, UpstreamInfo,
 };
 use crate::core::inbox::Inbox;
 use crate::core::Hello;
@@ -254,7 +253,7 @@ impl RemoteUpstream {
             events,
             outcome,
             Box::new(CancelOnDrop::new(
-                Arc::new(RemoteCancel {
+                Arc::new(crate::call::TaskCancel {
                     task: task.abort_handle(),
                     answered,
                 }),
@@ -264,24 +263,6 @@ impl RemoteUpstream {
                 &self.detached,
             )),
         )
-    }
-}
-
-/// A call's task: aborting it drops the remote exchange (which cancels it at the remote).
-struct RemoteCancel {
-    task: AbortHandle,
-    /// Set once the remote's answer is in.
-    answered: Arc<AtomicBool>,
-}
-
-impl Cancel for RemoteCancel {
-    fn pending(&self) -> bool {
-        !self.answered.load(Ordering::Acquire) && !self.task.is_finished()
-    }
-    fn cancel(&self, _reason: &str) -> bool {
-        let was = self.pending();
-        self.task.abort();
-        was
     }
 }
 

@@ -45,8 +45,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::call::{
-    sinks, Call, CallHandle, Cancel, CancelOnDrop, Outcome, SharedUpstream, Upstream,
-    UpstreamEvent, UpstreamInfo,
+    sinks, Call, CallHandle, CancelOnDrop, Outcome, SharedUpstream, Upstream, UpstreamEvent,
+    UpstreamInfo,
 };
 use crate::config::endpoint::{EndpointSpec, Prefix};
 use crate::error::BridgeError;
@@ -527,7 +527,7 @@ impl Aggregate {
             events,
             outcome,
             Box::new(CancelOnDrop::new(
-                Arc::new(LocalCancel {
+                Arc::new(crate::call::TaskCancel {
                     task: task.abort_handle(),
                     answered,
                 }),
@@ -669,23 +669,6 @@ fn policy_subject(method: &str, params: Option<&RawValue>) -> Option<(&'static s
             _ => None,
         },
         _ => None,
-    }
-}
-
-/// A call the endpoint answers itself: aborting its task ends it.
-struct LocalCancel {
-    task: tokio::task::AbortHandle,
-    answered: Arc<AtomicBool>,
-}
-
-impl Cancel for LocalCancel {
-    fn pending(&self) -> bool {
-        !self.answered.load(Ordering::Acquire) && !self.task.is_finished()
-    }
-    fn cancel(&self, _reason: &str) -> bool {
-        let was = self.pending();
-        self.task.abort();
-        was
     }
 }
 
