@@ -12,6 +12,10 @@ use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod endpoint;
+pub use endpoint::ENDPOINT_OUTCOMES;
+use endpoint::{AUDIT_DROPPED, ENDPOINT_CALLS, ENDPOINT_MEMBER_UP, POLICY_DECISIONS, RATE_LIMITED};
+
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -250,43 +254,6 @@ const CHILD_RESTARTS: Family = Family {
     name: "child_restarts_total",
     help: "Child processes restarted after an unplanned exit or a failed start",
     labels: &["server"],
-};
-
-/// The `outcome` label of `mcp_bridge_endpoint_calls_total`: the member answered with a
-/// result, with a JSON-RPC error, or not at all (down, unreachable, timed out).
-pub const ENDPOINT_OUTCOMES: &[&str] = &["result", "error", "failed"];
-
-const ENDPOINT_CALLS: Family = Family {
-    name: "endpoint_calls_total",
-    help: "Calls an aggregation endpoint made of its members (lists, routed calls) by endpoint, \
-           member server, method and outcome",
-    labels: &["endpoint", "server", "method", "outcome"],
-};
-
-const RATE_LIMITED: Family = Family {
-    name: "rate_limited_total",
-    help: "Calls an endpoint refused (HTTP 429) because their caller was over its rate or \
-           concurrency limit, by endpoint and caller (token name, jwt, or anonymous)",
-    labels: &["endpoint", "caller"],
-};
-
-const AUDIT_DROPPED: Family = Family {
-    name: "audit_dropped_total",
-    help: "Audit log entries dropped because the writer's queue was full",
-    labels: &[],
-};
-
-const POLICY_DECISIONS: Family = Family {
-    name: "policy_decisions_total",
-    help: "An endpoint's [[policy]] decisions on calls, by endpoint, rule (its number in the \
-           file, or default) and decision",
-    labels: &["endpoint", "rule", "decision"],
-};
-
-const ENDPOINT_MEMBER_UP: Family = Family {
-    name: "endpoint_member_up",
-    help: "1 while a member of an aggregation endpoint answers (0: left out of its lists)",
-    labels: &["endpoint", "server"],
 };
 
 const UPSTREAM_UP: Family = Family {
@@ -597,38 +564,6 @@ impl Metrics {
     pub fn child_exited(&self, server: &str, reason: &'static str) {
         debug_assert!(CHILD_EXIT_REASONS.contains(&reason), "{reason}");
         self.child_exits.with_label_values(&[server, reason]).inc();
-    }
-    /// A call endpoint `endpoint` made of its member `server`; `outcome` is one of
-    /// [`ENDPOINT_OUTCOMES`].
-    pub fn endpoint_call(&self, endpoint: &str, server: &str, method: &str, outcome: &'static str) {
-        debug_assert!(ENDPOINT_OUTCOMES.contains(&outcome), "{outcome}");
-        self.endpoint_calls
-            .with_label_values(&[endpoint, server, method_label(method), outcome])
-            .inc();
-    }
-    /// A call of `endpoint` refused for `caller`'s limits.
-    pub fn rate_limited(&self, endpoint: &str, caller: &str) {
-        self.rate_limited
-            .with_label_values(&[endpoint, caller])
-            .inc();
-    }
-    /// An audit entry dropped (the writer's queue was full).
-    pub fn audit_dropped(&self) {
-        self.audit_dropped.with_label_values(&[] as &[&str]).inc();
-    }
-    /// A `[[policy]]` decision on a call of `endpoint`: by rule `rule` (None: the default).
-    pub fn policy_decision(&self, endpoint: &str, rule: Option<usize>, allowed: bool) {
-        let rule = rule.map_or_else(|| "default".to_owned(), |n| n.to_string());
-        let decision = if allowed { "allow" } else { "deny" };
-        self.policy_decisions
-            .with_label_values(&[endpoint, &rule, decision])
-            .inc();
-    }
-    /// Whether member `server` of `endpoint` answers.
-    pub fn set_endpoint_member_up(&self, endpoint: &str, server: &str, up: bool) {
-        self.endpoint_member_up
-            .with_label_values(&[endpoint, server])
-            .set(i64::from(up));
     }
     pub fn set_up(&self, server: &str, up: bool) {
         self.upstream_up
