@@ -1,8 +1,9 @@
 //! `[[policy]]`: who may use which tools, prompts and resources of an endpoint. Rules are
 //! evaluated in the order written; the first rule whose endpoint and `who` fit the caller and
-//! one of whose globs fits the name decides (its `deny` globs are looked at before its
-//! `allow` globs); when none does, `policy_default` does (`allow` unless the file says
-//! `deny`). Names are the ones callers see: prefixed tool and prompt names, resource URIs.
+//! one of whose globs fits the name decides (its `deny` globs are looked at first, then its
+//! `confirm` globs, then its `allow` globs); when none does, `policy_default` does (`allow`
+//! unless the file says `deny` or `confirm`). `confirm` allows a call once the caller itself
+//! approved it (`crate::upstream::aggregate`'s approval step); for lists it is `allow`. Names are the ones callers see: prefixed tool and prompt names, resource URIs.
 //!
 //! What is written (`PolicyFile`) resolves to one [`Policy`] per endpoint, carried in the
 //! endpoint's spec: a changed rule restarts that endpoint on SIGHUP like any changed setting.
@@ -20,6 +21,23 @@ pub enum Decision {
     #[default]
     Allow,
     Deny,
+    /// Allowed once the caller approved this call.
+    Confirm,
+}
+
+impl Decision {
+    /// The word for it (config, metrics, `--explain`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Confirm => "confirm",
+        }
+    }
+    /// May the caller see and (perhaps after approving) use it?
+    pub fn admits(self) -> bool {
+        self != Decision::Deny
+    }
 }
 
 /// Who a rule is about, as written: exactly one of the keys.
@@ -49,6 +67,9 @@ pub struct PolicyFile {
     pub allow: Vec<String>,
     #[serde(default)]
     pub deny: Vec<String>,
+    /// Allowed after the caller approves each call (an elicitation to the caller).
+    #[serde(default)]
+    pub confirm: Vec<String>,
 }
 
 /// Who a rule is about, decided.
@@ -98,6 +119,7 @@ pub struct Rule {
     pub who: Who,
     pub allow: Vec<glob::Pattern>,
     pub deny: Vec<glob::Pattern>,
+    pub confirm: Vec<glob::Pattern>,
 }
 
 impl PartialEq for Rule {
@@ -107,6 +129,7 @@ impl PartialEq for Rule {
             && self.who == o.who
             && s(&self.allow) == s(&o.allow)
             && s(&self.deny) == s(&o.deny)
+            && s(&self.confirm) == s(&o.confirm)
     }
 }
 impl Eq for Rule {}
@@ -130,6 +153,9 @@ impl Policy {
             }
             if r.deny.iter().any(|p| p.matches(name)) {
                 return (Some(r.number), Decision::Deny);
+            }
+            if r.confirm.iter().any(|p| p.matches(name)) {
+                return (Some(r.number), Decision::Confirm);
             }
             if r.allow.iter().any(|p| p.matches(name)) {
                 return (Some(r.number), Decision::Allow);
@@ -182,8 +208,10 @@ pub fn check_all(rules: &[PolicyFile], endpoints: &[&str]) -> Result<(), String>
 
 fn rule(number: usize, r: &PolicyFile) -> Result<Rule, String> {
     let at = |m: String| format!("[[policy]] rule {number}: {m}");
-    if r.allow.is_empty() && r.deny.is_empty() {
-        return Err(at("give allow = [...] or deny = [...]".into()));
+    if r.allow.is_empty() && r.deny.is_empty() && r.confirm.is_empty() {
+        return Err(at(
+            "give allow = [...], deny = [...] or confirm = [...]".into()
+        ));
     }
     let globs = |v: &[String]| {
         v.iter()
@@ -195,6 +223,7 @@ fn rule(number: usize, r: &PolicyFile) -> Result<Rule, String> {
         who: who(r.who.as_ref()).map_err(at)?,
         allow: globs(&r.allow)?,
         deny: globs(&r.deny)?,
+        confirm: globs(&r.confirm)?,
     })
 }
 
@@ -235,23 +264,19 @@ pub fn explain(p: &Policy, who: &Identity) -> Vec<String> {
         .iter()
         .filter(|r| r.who.fits(who))
         .map(|r| {
-            let mut l = format!("rule {}:", r.number);
-            if !r.deny.is_empty() {
-                l.push_str(&format!(" deny {}", list(&r.deny)));
-            }
-            if !r.allow.is_empty() {
-                if !r.deny.is_empty() {
-                    l.push(';');
-                }
-                l.push_str(&format!(" allow {}", list(&r.allow)));
-            }
-            l
+            let parts: Vec<String> = [
+                ("deny", &r.deny),
+                ("confirm", &r.confirm),
+                ("allow", &r.allow),
+            ]
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(w, v)| format!("{w} {}", list(v)))
+            .collect();
+            format!("rule {}: {}", r.number, parts.join("; "))
         })
         .collect();
-    let d = match p.default {
-        Decision::Allow => "allow",
-        Decision::Deny => "deny",
-    };
+    let d = p.default.as_str();
     out.push(format!("anything else: {d} (policy_default)"));
     out
 }

@@ -35,6 +35,13 @@ pub(super) const POLICY_DECISIONS: Family = Family {
     labels: &["endpoint", "rule", "decision"],
 };
 
+pub(super) const CONFIRM_ANSWERS: Family = Family {
+    name: "confirm_answers_total",
+    help: "Callers' answers to an endpoint's approval step (confirm): accept, decline, cancel, \
+           unanswered, unable (no elicitation capability)",
+    labels: &["endpoint", "answer"],
+};
+
 pub(super) const ENDPOINT_MEMBER_UP: Family = Family {
     name: "endpoint_member_up",
     help: "1 while a member of an aggregation endpoint answers (0: left out of its lists)",
@@ -61,11 +68,17 @@ impl Metrics {
         self.audit_dropped.with_label_values(&[] as &[&str]).inc();
     }
     /// A `[[policy]]` decision on a call of `endpoint`: by rule `rule` (None: the default).
-    pub fn policy_decision(&self, endpoint: &str, rule: Option<usize>, allowed: bool) {
+    pub fn policy_decision(&self, endpoint: &str, rule: Option<usize>, decision: &str) {
         let rule = rule.map_or_else(|| "default".to_owned(), |n| n.to_string());
-        let decision = if allowed { "allow" } else { "deny" };
         self.policy_decisions
             .with_label_values(&[endpoint, &rule, decision])
+            .inc();
+    }
+    /// A caller's answer to an approval step (`confirm`): accept, decline, cancel,
+    /// unanswered, unable (no elicitation capability).
+    pub fn confirm_answer(&self, endpoint: &str, answer: &'static str) {
+        self.confirm_answers
+            .with_label_values(&[endpoint, answer])
             .inc();
     }
     /// Whether member `server` of `endpoint` answers.

@@ -14,7 +14,10 @@ use std::sync::Arc;
 
 mod endpoint;
 pub use endpoint::ENDPOINT_OUTCOMES;
-use endpoint::{AUDIT_DROPPED, ENDPOINT_CALLS, ENDPOINT_MEMBER_UP, POLICY_DECISIONS, RATE_LIMITED};
+use endpoint::{
+    AUDIT_DROPPED, CONFIRM_ANSWERS, ENDPOINT_CALLS, ENDPOINT_MEMBER_UP, POLICY_DECISIONS,
+    RATE_LIMITED,
+};
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
@@ -172,6 +175,7 @@ pub struct Metrics {
     endpoint_calls: IntCounterVec,
     endpoint_member_up: IntGaugeVec,
     policy_decisions: IntCounterVec,
+    confirm_answers: IntCounterVec,
     audit_dropped: IntCounterVec,
     rate_limited: IntCounterVec,
 }
@@ -427,6 +431,7 @@ impl Metrics {
             endpoint_calls: ENDPOINT_CALLS.counter(&r),
             endpoint_member_up: ENDPOINT_MEMBER_UP.gauge_vec(&r),
             policy_decisions: POLICY_DECISIONS.counter(&r),
+            confirm_answers: CONFIRM_ANSWERS.counter(&r),
             rate_limited: RATE_LIMITED.counter(&r),
             audit_dropped: {
                 // Exported at 0 from the start.

@@ -784,3 +784,163 @@ async fn a_caller_over_its_rate_gets_429_and_starves_nobody() {
     );
     assert_eq!(n, Some(1.0), "{m}");
 }
+
+/// A 2026 `tools/call` of `name` on the endpoint, from a caller that declared `caps`, with
+/// `extra` params (a retry's `inputResponses` and `requestState`).
+fn confirm_call(id: i64, name: &str, caps: Value, extra: Value) -> Value {
+    let mut params = json!({"name": name, "arguments": {"text": format!("t-{id}")},
+        "_meta": {META_CAPS: caps}});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    modern_request(json!(id), "tools/call", params)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confirm_asks_the_caller_in_either_era_before_a_call_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[metrics]\non_main = true\n\
+                 [[policy]]\nconfirm = [\"*__echo\", \"b__elicit\"]\nallow = [\"*\"]\n";
+    let cfg = write(dir.path(), "confirm.toml", &team_config(extra));
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let c = client();
+    let url = b.endpoint("/mcp");
+    let el = json!({"elicitation": {}});
+
+    // 2026 caller, either member: an input round first, naming the tool and arguments;
+    // the accepted retry runs the call.
+    for (i, m) in [(1, "a"), (2, "b")] {
+        let tool = format!("{m}__echo");
+        let r = post_modern(&c, &url, &confirm_call(i, &tool, el.clone(), json!({}))).await;
+        let res = r.result().clone();
+        assert_eq!(res["resultType"], "input_required", "{m}: {res}");
+        let (key, q) = res["inputRequests"]
+            .as_object()
+            .and_then(|o| o.iter().next())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .unwrap_or_else(|| panic!("{m}: {res}"));
+        assert_eq!(q["method"], "elicitation/create", "{m}: {q}");
+        let msg = q["params"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains(&tool) && msg.contains(&format!("t-{i}")),
+            "{m}: {msg}"
+        );
+        let retry = json!({"inputResponses": {key: {"action": "accept"}},
+            "requestState": res["requestState"]});
+        let r = post_modern(&c, &url, &confirm_call(i, &tool, el.clone(), retry)).await;
+        assert_eq!(r.result()["resultType"], "complete", "{m}: {r:?}");
+        assert_eq!(r.text(), format!("t-{i}"), "{m}");
+    }
+    // Declined: the tool is not run, and the caller's model reads why.
+    let r = post_modern(&c, &url, &confirm_call(3, "b__echo", el.clone(), json!({}))).await;
+    let res = r.result().clone();
+    let retry = json!({"inputResponses": {"mcp-bridge/confirm": {"action": "decline"}},
+        "requestState": res["requestState"]});
+    let r = post_modern(&c, &url, &confirm_call(3, "b__echo", el.clone(), retry)).await;
+    assert_eq!(r.result()["isError"], true, "{r:?}");
+    assert!(r.text().contains("not approved"), "{r:?}");
+    // The state is bound to the arguments: approving one call does not run another.
+    let r = post_modern(&c, &url, &confirm_call(4, "b__echo", el.clone(), json!({}))).await;
+    let state = r.result()["requestState"].clone();
+    let mut other = confirm_call(
+        4,
+        "b__echo",
+        el.clone(),
+        json!({"inputResponses": {"mcp-bridge/confirm": {"action": "accept"}},
+               "requestState": state}),
+    );
+    other["params"]["arguments"]["text"] = json!("something else");
+    let r = post_modern(&c, &url, &other).await;
+    assert_eq!(r.error_code(), -32602, "{r:?}");
+    // Approved once: a 2026 member's own rounds that follow are not asked again.
+    let call = |extra: Value| {
+        let mut b = confirm_call(7, "b__elicit", el.clone(), extra);
+        b["params"]["arguments"] = json!({"message": "who?"});
+        b
+    };
+    let r = post_modern(&c, &url, &call(json!({}))).await;
+    let ours = r.result()["requestState"].clone();
+    let accept = json!({"inputResponses": {"mcp-bridge/confirm": {"action": "accept"}},
+        "requestState": ours});
+    let r = post_modern(&c, &url, &call(accept)).await;
+    let res = r.result().clone();
+    assert_eq!(
+        res["resultType"], "input_required",
+        "the member's own round: {res}"
+    );
+    let key = res["inputRequests"]
+        .as_object()
+        .and_then(|o| o.keys().next().cloned());
+    assert_ne!(key.as_deref(), Some("mcp-bridge/confirm"), "{res}");
+    let answer = json!({"inputResponses": {key.unwrap(): {"action": "accept",
+        "content": {"name": "carol"}}}, "requestState": res["requestState"]});
+    let r = post_modern(&c, &url, &call(answer)).await;
+    assert_eq!(r.result()["resultType"], "complete", "{r:?}");
+    assert!(r.text().contains("carol"), "{r:?}");
+    // A caller that cannot be asked is refused, naming the capability; calls that need no
+    // approval run as before.
+    for m in ["a", "b"] {
+        let r = post_modern(
+            &c,
+            &url,
+            &confirm_call(5, &format!("{m}__echo"), json!({}), json!({})),
+        )
+        .await;
+        let e = r.error();
+        assert_eq!(e["code"], -32021, "{m}: {r:?}");
+        assert!(
+            e["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("elicitation"),
+            "{m}: {e}"
+        );
+    }
+    let r = post_modern(
+        &c,
+        &url,
+        &modern_tool_call(json!(6), "b__add", json!({"a": 1, "b": 2})),
+    )
+    .await;
+    assert_eq!(r.result()["resultType"], "complete", "{r:?}");
+
+    // 2025 session, either member: `elicitation/create` on the call's stream first.
+    let s = elicit_session(&c, &url).await;
+    for m in ["a", "b"] {
+        let body = json!({"jsonrpc": "2.0", "id": format!("c-{m}"), "method": "tools/call",
+            "params": {"name": format!("{m}__echo"), "arguments": {"text": format!("s-{m}")}}});
+        let mut sse = s.stream(&body).await;
+        let req = sse
+            .next(T)
+            .await
+            .unwrap_or_else(|| panic!("{m}: stream ended; log:\n{}", b.log.dump()));
+        assert_eq!(req["method"], "elicitation/create", "{m}: {req}");
+        let msg = req["params"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains(&format!("{m}__echo")), "{m}: {req}");
+        let reply = json!({"jsonrpc": "2.0", "id": req["id"], "result": {"action": "accept"}});
+        assert_eq!(s.post(&reply).await.status, 202, "{m}");
+        let fin = sse
+            .next(T)
+            .await
+            .unwrap_or_else(|| panic!("{m}: no final answer; log:\n{}", b.log.dump()));
+        assert_eq!(
+            fin["result"]["content"][0]["text"],
+            format!("s-{m}"),
+            "{m}: {fin}"
+        );
+    }
+
+    // Every answer is counted.
+    let m = scrape(&c, &b.endpoint("/metrics")).await;
+    let answered = |a: &str| {
+        metric_sum(
+            &m,
+            "mcp_bridge_confirm_answers_total",
+            &[("endpoint", "team"), ("answer", a)],
+        )
+    };
+    assert_eq!(answered("accept"), Some(5.0), "{m}");
+    assert_eq!(answered("decline"), Some(1.0), "{m}");
+    assert_eq!(answered("unable"), Some(2.0), "{m}");
+}

@@ -25,6 +25,7 @@
 //! only its own tasks.
 
 mod audited;
+mod confirm;
 pub mod cursor;
 mod discover;
 mod events;
@@ -120,6 +121,8 @@ pub struct Aggregate {
     audit: Option<Arc<crate::audit::Audit>>,
     /// Calls per caller (`rate`, `burst`, `concurrency`), if limited.
     limiter: Option<Arc<limits::Limiter>>,
+    /// The approval step of `confirm` rules: open questions, the round states' key.
+    approvals: confirm::Approvals,
 }
 
 /// Where a routed call goes: the member, and the call as that member reads it.
@@ -171,6 +174,7 @@ impl Aggregate {
             metrics,
             audit,
             limiter: limits::Limiter::new(&spec.limits),
+            approvals: confirm::Approvals::new(),
         });
         events::start(&agg);
         agg
@@ -273,25 +277,28 @@ impl Aggregate {
         }
         let nobody = crate::config::policy::Identity::default();
         let who = ctx.who.as_deref().unwrap_or(&nobody);
-        self.policy.decide(who, name).1 == crate::config::policy::Decision::Allow
+        self.policy.decide(who, name).1.admits()
     }
 
-    /// The policy's word on `call` (counted); a denied call gets the answer an unknown name
+    /// The policy's word on `call` (counted): Ok(None) go on, Ok(Some(subject)) go on once
+    /// the caller approved ([`confirm`]); a denied call gets the answer an unknown name
     /// gets, so that a caller cannot tell what exists from what it may not use.
-    fn permit(&self, call: &Call) -> Result<(), BridgeError> {
+    fn permit(&self, call: &Call) -> Result<Option<confirm::Subject>, BridgeError> {
+        use crate::config::policy::Decision;
         if self.policy.is_open() {
-            return Ok(());
+            return Ok(None);
         }
         let Some((what, name)) = policy_subject(&call.method, call.params.as_deref()) else {
-            return Ok(());
+            return Ok(None);
         };
         let nobody = crate::config::policy::Identity::default();
         let who = call.ctx.who.as_deref().unwrap_or(&nobody);
         let (rule, d) = self.policy.decide(who, &name);
-        let allowed = d == crate::config::policy::Decision::Allow;
-        self.metrics.policy_decision(&self.name, rule, allowed);
-        if allowed {
-            return Ok(());
+        self.metrics.policy_decision(&self.name, rule, d.as_str());
+        match d {
+            Decision::Allow => return Ok(None),
+            Decision::Confirm => return Ok(Some((what, name))),
+            Decision::Deny => {}
         }
         Err(BridgeError::Refused {
             code: code::INVALID_PARAMS,
@@ -514,9 +521,20 @@ impl Aggregate {
     where
         F: std::future::Future<Output = Outcome> + Send + 'static,
     {
+        self.local_with(move |_| fut)
+    }
+
+    /// [`Aggregate::local`], the task given the call's event queue (requests of the caller,
+    /// a member's call relayed).
+    fn local_with<M, F>(&self, make: M) -> CallHandle
+    where
+        M: FnOnce(crate::call::EventSender) -> F,
+        F: std::future::Future<Output = Outcome> + Send + 'static,
+    {
         let (s, events, outcome, signal) = sinks();
         let answered = Arc::new(AtomicBool::new(false));
         let done = answered.clone();
+        let fut = make(s.events.clone());
         let task = self.tracker.spawn(async move {
             let o = fut.await;
             done.store(true, Ordering::Release);
@@ -620,12 +638,14 @@ impl Aggregate {
             }
             Err(e)
         };
-        if let Err(e) = self.permit(&call) {
-            return refused(line, e, "denied");
-        }
-        match self.route(call, wait).await {
-            Ok(routed) => self.on_member(routed, wait, line).await,
-            Err(e) => refused(line, e, "error"),
+        let confirm = match self.permit(&call) {
+            Ok(c) => c,
+            Err(e) => return refused(line, e, "denied"),
+        };
+        match (self.route(call, wait).await, confirm) {
+            (Ok(routed), Some(subject)) => self.confirmed(routed, subject, wait, line).await,
+            (Ok(routed), None) => self.on_member(routed, wait, line).await,
+            (Err(e), _) => refused(line, e, "error"),
         }
     }
 
@@ -740,6 +760,9 @@ impl Upstream for Aggregate {
         self.events.subscribe()
     }
     fn send_response(&self, frame: Bytes) -> Result<(), BridgeError> {
+        if self.approvals.answer(&frame) {
+            return Ok(());
+        }
         self.asked.answer(&frame)
     }
     /// A caller's notification (`roots/list_changed`, …) goes to every 2025 member.
