@@ -14,9 +14,9 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh" cargo-test || exit 2
 cd "$(dirname "$0")/.." || exit 2
 
-# What `cargo test` passed on 2026-12-08: 489 (the test functions counted as below, plus doc
+# What `cargo test` passed on 2026-12-08: 490 (the test functions counted as below, plus doc
 # tests). Raise it when tests are added; lower it only in the commit that deletes tests.
-CARGO_TEST_FLOOR=489
+CARGO_TEST_FLOOR=490
 
 attrs=$(grep -rhE '^[[:space:]]*#\[(tokio::)?test\b' src tests | wc -l)
 ignored=$(grep -rhE '^[[:space:]]*#\[ignore\b' src tests | wc -l)

@@ -944,3 +944,71 @@ async fn confirm_asks_the_caller_in_either_era_before_a_call_runs() {
     assert_eq!(answered("decline"), Some(1.0), "{m}");
     assert_eq!(answered("unable"), Some(2.0), "{m}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_session_subscribes_to_a_2026_members_resource() {
+    let dir = tempfile::tempdir().unwrap();
+    // `b` (2026) first: demo://readme, which both list, is b's.
+    let cfg = format!(
+        "{}{}[endpoints.team]\nservers = [\"b\", \"a\"]\n",
+        demo_server("a", &["--era", "legacy"]),
+        demo_server("b", &["--era", "modern"]),
+    );
+    let cfg = write(dir.path(), "subs.toml", &cfg);
+    let b = daemon(&cfg).await;
+    b.wait_ready(T).await;
+    let c = client();
+    let s = Session::open(&c, &b.endpoint("/mcp")).await;
+    let resp = c
+        .get(&s.url)
+        .headers(s.headers())
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let mut sse = SseReader::new(resp);
+    // Two subscriptions and one unsubscribe of the same URI: it stays subscribed.
+    for (id, m) in [
+        (1, "resources/subscribe"),
+        (2, "resources/subscribe"),
+        (3, "resources/unsubscribe"),
+    ] {
+        let r = s
+            .request(json!(id), m, json!({"uri": "demo://readme"}))
+            .await;
+        assert_eq!(r.result(), &json!({}), "{m}: {r:?}");
+    }
+    // b announces an update of demo://readme to its listens' subscribers (bounded retries:
+    // the held listen re-opens with the new set).
+    let mut got = None;
+    for i in 0..10 {
+        let r = s
+            .call(json!(10 + i), "b__notify", json!({"kind": "updated"}))
+            .await;
+        assert!(!r.text().is_empty(), "{r:?}");
+        let wait = tokio::time::timeout(Duration::from_secs(2), async {
+            loop {
+                let n = sse.next(Duration::from_secs(3)).await?;
+                if n["method"] == "notifications/resources/updated" {
+                    return Some(n);
+                }
+            }
+        });
+        if let Ok(Some(n)) = wait.await {
+            got = Some(n);
+            break;
+        }
+    }
+    let n = got.unwrap_or_else(|| panic!("no resources/updated; log:\n{}", b.log.dump()));
+    assert_eq!(n["params"]["uri"], "demo://readme", "{n}");
+    // The last unsubscribe ends it.
+    let r = s
+        .request(
+            json!(30),
+            "resources/unsubscribe",
+            json!({"uri": "demo://readme"}),
+        )
+        .await;
+    assert_eq!(r.result(), &json!({}), "{r:?}");
+}

@@ -24,7 +24,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::Aggregate;
 use crate::call::{CallCtx, CallEvent, SharedUpstream, UpstreamEvent};
-use crate::core::held::{HeldListen, Subscriptions};
+use crate::core::held::HeldListen;
 use crate::error::BridgeError;
 use crate::jsonrpc::{self, Envelope};
 use crate::protocol::{self, Era};
@@ -146,7 +146,7 @@ pub fn start(agg: &Arc<Aggregate>) {
 async fn relay(agg: Arc<Aggregate>, i: usize) {
     let m = &agg.members[i];
     let mut rx = m.up.subscribe();
-    let mut held = HeldListen::new(m.up.clone(), Subscriptions::new(), Box::new(listen_ctx));
+    let mut held = HeldListen::new(m.up.clone(), agg.subs[i].clone(), Box::new(listen_ctx));
     loop {
         tokio::select! {
             biased;

@@ -123,6 +123,10 @@ pub struct Aggregate {
     limiter: Option<Arc<limits::Limiter>>,
     /// The approval step of `confirm` rules: open questions, the round states' key.
     approvals: confirm::Approvals,
+    /// The resources callers subscribed to on each 2026 member: carried by the listen the
+    /// endpoint holds on it ([`events`]), counted per URI ([`Aggregate::subscribe_modern`]).
+    subs: Vec<Arc<crate::core::held::Subscriptions>>,
+    sub_counts: Mutex<std::collections::HashMap<(usize, String), usize>>,
 }
 
 /// Where a routed call goes: the member, and the call as that member reads it.
@@ -145,6 +149,10 @@ impl Aggregate {
     ) -> Arc<Aggregate> {
         let names: Vec<String> = members.iter().map(|(n, _)| n.clone()).collect();
         let (events, _) = broadcast::channel(256);
+        let subs = names
+            .iter()
+            .map(|_| crate::core::held::Subscriptions::new())
+            .collect();
         let agg = Arc::new_cyclic(|me| Aggregate {
             name: name.to_owned(),
             title: spec.title.clone(),
@@ -175,6 +183,8 @@ impl Aggregate {
             audit,
             limiter: limits::Limiter::new(&spec.limits),
             approvals: confirm::Approvals::new(),
+            subs,
+            sub_counts: Mutex::new(std::collections::HashMap::new()),
         });
         events::start(&agg);
         agg
@@ -448,6 +458,55 @@ impl Aggregate {
         Ok(Routed { member, call })
     }
 
+    /// `resources/subscribe`/`unsubscribe` of a 2025 caller on 2026 member `i` (which has no
+    /// such methods): the URI joins or leaves the listen the endpoint holds on the member,
+    /// counted per URI so that one caller's unsubscribe does not end another's; answered once
+    /// the listen has the change (within `core::LISTEN_SETUP`). Its updates reach every
+    /// caller of the endpoint, as a 2025 member's do.
+    async fn subscribe_modern(&self, i: usize, call: &Call) -> Outcome {
+        let on = call.method == "resources/subscribe";
+        let uri = policy_subject(&call.method, call.params.as_deref()).map(|(_, u)| u);
+        let Some(uri) = uri else {
+            return Outcome::Failed(BridgeError::Refused {
+                code: code::INVALID_PARAMS,
+                message: "params.uri is required".into(),
+            });
+        };
+        let change = {
+            let mut counts = self.sub_counts.lock().unwrap_or_else(|p| p.into_inner());
+            let key = (i, uri.clone());
+            let n = counts.get(&key).copied().unwrap_or(0);
+            match (on, n) {
+                (true, _) => {
+                    counts.insert(key, n + 1);
+                    n == 0
+                }
+                (false, 0) => false,
+                (false, 1) => {
+                    counts.remove(&key);
+                    true
+                }
+                (false, _) => {
+                    counts.insert(key, n - 1);
+                    false
+                }
+            }
+        };
+        if change {
+            if let Err(e) = self.subs[i].set(&uri, on, crate::core::LISTEN_SETUP).await {
+                self.sub_counts
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&(i, uri));
+                return Outcome::Failed(BridgeError::Refused {
+                    code: code::INVALID_PARAMS,
+                    message: e.to_string(),
+                });
+            }
+        }
+        Outcome::Result(jsonrpc::raw("{}"))
+    }
+
     /// Start a routed call on its member: the member's handle, with the ids of its
     /// requests to the caller renamed, and the caller's answers coming back through here.
     async fn on_member(
@@ -461,6 +520,21 @@ impl Aggregate {
         let method = r.call.method.clone();
         if let Some(l) = &mut line {
             l.set_member(&m.name);
+        }
+        if matches!(
+            method.as_str(),
+            "resources/subscribe" | "resources/unsubscribe"
+        ) && events::era_now(&m.up) == Some(Era::Modern)
+        {
+            let me = self.me.upgrade().ok_or(BridgeError::ShuttingDown)?;
+            let call = r.call;
+            return Ok(self.local(async move {
+                let o = me.subscribe_modern(i, &call).await;
+                if let Some(l) = line {
+                    l.finish_with(&o);
+                }
+                o
+            }));
         }
         let mut h = match m.up.call(r.call, m.wait(wait)).await {
             Ok(h) => h,
@@ -713,6 +787,11 @@ impl Upstream for Aggregate {
         Box::pin(async move {
             if lists::kind_of(method).is_some() || matches!(method, "logging/setLevel" | "ping") {
                 return Some(caller);
+            }
+            // A 2025 caller's subscriptions are the endpoint's own to keep, whatever the
+            // member's era (`Aggregate::subscribe_modern`).
+            if matches!(method, "resources/subscribe" | "resources/unsubscribe") {
+                return Some(Era::Legacy);
             }
             let probe = Call {
                 method: method.to_owned(),
