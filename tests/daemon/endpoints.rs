@@ -799,9 +799,12 @@ fn confirm_call(id: i64, name: &str, caps: Value, extra: Value) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn confirm_asks_the_caller_in_either_era_before_a_call_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let extra = "[metrics]\non_main = true\n\
-                 [[policy]]\nconfirm = [\"*__echo\", \"b__elicit\"]\nallow = [\"*\"]\n";
-    let cfg = write(dir.path(), "confirm.toml", &team_config(extra));
+    let audit = dir.path().join("audit.log");
+    let extra = format!(
+        "[metrics]\non_main = true\n[audit]\npath = {audit:?}\n\
+         [[policy]]\nconfirm = [\"*__echo\", \"b__elicit\"]\nallow = [\"*\"]\n"
+    );
+    let cfg = write(dir.path(), "confirm.toml", &team_config(&extra));
     let b = daemon(&cfg).await;
     b.wait_ready(T).await;
     let c = client();
@@ -943,6 +946,24 @@ async fn confirm_asks_the_caller_in_either_era_before_a_call_runs() {
     assert_eq!(answered("accept"), Some(5.0), "{m}");
     assert_eq!(answered("decline"), Some(1.0), "{m}");
     assert_eq!(answered("unable"), Some(2.0), "{m}");
+    // The audit log says what became of each: asked, declined, then ran.
+    let outcomes = || {
+        std::fs::read_to_string(&audit)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|v| v["name"] == "b__echo")
+            .map(|v| v["outcome"].as_str().unwrap_or_default().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let until = std::time::Instant::now() + T;
+    while !outcomes().contains(&"declined".to_owned()) && std::time::Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let o = outcomes();
+    for want in ["asked", "ok", "declined"] {
+        assert!(o.iter().any(|x| x == want), "{want} in {o:?}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -80,17 +80,16 @@ impl Guard {
     pub fn finish_with(self, o: &Outcome) {
         let (outcome, code) = match o {
             Outcome::Result(r) => {
-                let is_error = Fields::parse(r)
-                    .and_then(|f| f.get("isError"))
-                    .map(|v| v.get());
-                (
-                    if is_error == Some("true") {
-                        "is_error"
-                    } else {
-                        "ok"
-                    },
-                    None,
-                )
+                let f = Fields::parse(r);
+                let field = |k: &str| f.as_ref().and_then(|f| f.get(k)).map(|v| v.get());
+                let outcome = if field("isError") == Some("true") {
+                    "is_error"
+                } else if field("resultType") == Some("\"input_required\"") {
+                    "input_required"
+                } else {
+                    "ok"
+                };
+                (outcome, None)
             }
             Outcome::Error(e) => ("error", crate::protocol::error_code(e)),
             Outcome::Failed(e) => ("failed", Some(e.code())),

@@ -456,7 +456,7 @@ impl Aggregate {
             Some(None) => {
                 let resp = params["inputResponses"].get(KEY).cloned();
                 let Some(resp) = resp else {
-                    return Ok(self.ask_round(&r.call, &subject, &bind));
+                    return Ok(self.ask_round(&r.call, &subject, &bind, line));
                 };
                 let answer = read_action(Some(&jsonrpc::raw(&resp.to_string())));
                 if let Answer::No(why) = answer {
@@ -481,7 +481,7 @@ impl Aggregate {
                 if may_ask(&r.call, &q) != Some(true) {
                     return self.refuse(unable(&subject), "unable", line);
                 }
-                return Ok(self.ask_round(&r.call, &subject, &bind));
+                return Ok(self.ask_round(&r.call, &subject, &bind, line));
             }
         };
         match params.as_object_mut() {
@@ -509,7 +509,16 @@ impl Aggregate {
     }
 
     /// The endpoint's own `input_required` round: the question and an `asked` state.
-    fn ask_round(&self, call: &Call, subject: &Subject, bind: &Bind<'_>) -> CallHandle {
+    fn ask_round(
+        &self,
+        call: &Call,
+        subject: &Subject,
+        bind: &Bind<'_>,
+        line: Option<audited::Guard>,
+    ) -> CallHandle {
+        if let Some(l) = line {
+            l.finish("asked", None);
+        }
         let q = question(subject, call.params.as_deref());
         let r = json!({
             "resultType": "input_required",
