@@ -1,6 +1,8 @@
 //! End-to-end benchmark: N concurrent HTTP/1.1 keep-alive clients × 2026-07-28 stateless
 //! `tools/call echo` through `mcp-bridge serve` (release build), against the same child driven
 //! directly over its stdio (the floor).
+//! The `endpoint-*` cells put the same child behind an aggregation endpoint (`[endpoints.e]`,
+//! its one member; tool `s__echo`): the cost of the endpoint's routing over a plain server.
 //!
 //! `cargo bench --bench e2e` — prints one table (medians of MCP_BENCH_RUNS runs per cell).
 //! Under `cargo test --benches` it only runs a short smoke check.
@@ -88,6 +90,9 @@ impl ChildKind {
 enum Target {
     /// N HTTP clients through the bridge.
     Bridge,
+    /// N HTTP clients through an aggregation endpoint (`[endpoints.e]`) whose one member is
+    /// the same child: what merging costs a call (its tool is `s__echo`).
+    Endpoint,
     /// The child over its own stdio, N requests in flight (N = 1: one at a time).
     Floor,
 }
@@ -105,6 +110,7 @@ impl Cell {
             "{}-{}-{}",
             match self.target {
                 Target::Bridge => "bridge",
+                Target::Endpoint => "endpoint",
                 Target::Floor => "floor",
             },
             self.clients,
@@ -155,6 +161,13 @@ fn all_cells() -> Vec<Cell> {
         clients: 64,
         payload: 64 * 1024,
     });
+    for clients in [1, 16] {
+        v.push(Cell {
+            target: Target::Endpoint,
+            clients,
+            payload: 100,
+        });
+    }
     v
 }
 
@@ -235,10 +248,10 @@ fn echo_text(payload: usize) -> String {
         .collect()
 }
 
-/// A 2026-07-28 stateless `tools/call echo` request frame.
-fn request_body(id: u64, text: &str) -> Bytes {
+/// A 2026-07-28 stateless `tools/call` of `tool` (`echo`) request frame.
+fn request_body(id: u64, text: &str, tool: &str) -> Bytes {
     Bytes::from(format!(
-        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{text}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{"text":"{text}"}},"_meta":{{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{{}}}}}}}}"#
     ))
 }
 
@@ -356,12 +369,26 @@ struct Bridge {
 }
 
 impl Bridge {
-    fn start(cfg: &Config, kind: ChildKind) -> Bridge {
+    /// The bridge in front of the child; `endpoint`: as the one member of `[endpoints.e]`
+    /// (the only endpoint is also at `/mcp`).
+    fn start(cfg: &Config, kind: ChildKind, endpoint: bool) -> Bridge {
         let (cmd, args) = cfg.child_cmd(kind);
-        let mut proc = Command::new(&cfg.bridge_bin)
-            .args(["serve", "--host", "127.0.0.1", "--port", "0", "--"])
-            .arg(&cmd)
-            .args(&args)
+        let mut c = Command::new(&cfg.bridge_bin);
+        c.args(["serve", "--host", "127.0.0.1", "--port", "0"]);
+        if endpoint {
+            let file = std::env::temp_dir()
+                .join(format!("mcpb-bench-endpoint-{}.toml", std::process::id()));
+            let args: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+            let toml = format!(
+                "[servers.s]\ncommand = {cmd:?}\nargs = [{}]\n[endpoints.e]\nservers = [\"s\"]\n",
+                args.join(", ")
+            );
+            std::fs::write(&file, toml).expect("endpoint config");
+            c.arg("--config").arg(&file);
+        } else {
+            c.arg("--").arg(&cmd).args(&args);
+        }
+        let mut proc = c
             .env_remove("RUST_LOG")
             .env_remove("MCP_BRIDGE_LOG")
             .stdin(Stdio::null())
@@ -414,6 +441,7 @@ struct ClientOut {
 #[allow(clippy::too_many_arguments)]
 async fn http_client(
     addr: SocketAddr,
+    tool: &'static str,
     id: u64,
     text: Arc<String>,
     measure_from: Instant,
@@ -446,7 +474,7 @@ async fn http_client(
             }
         };
     let driver = tokio::spawn(conn);
-    let body = request_body(id, &text);
+    let body = request_body(id, &text, tool);
     let host = HeaderValue::from_str(&addr.to_string()).expect("host header");
     let mut checked = false;
     loop {
@@ -472,7 +500,7 @@ async fn http_client(
             HeaderValue::from_static("2026-07-28"),
         );
         h.insert("mcp-method", HeaderValue::from_static("tools/call"));
-        h.insert("mcp-name", HeaderValue::from_static("echo"));
+        h.insert("mcp-name", HeaderValue::from_static(tool));
         let resp = match sender.send_request(req).await {
             Ok(r) => r,
             Err(e) => {
@@ -515,7 +543,9 @@ async fn http_client(
 }
 
 fn run_bridge_cell(cfg: &Config, kind: ChildKind, cell: Cell) -> Sample {
-    let bridge = Bridge::start(cfg, kind);
+    let endpoint = cell.target == Target::Endpoint;
+    let bridge = Bridge::start(cfg, kind, endpoint);
+    let tool = if endpoint { "s__echo" } else { "echo" };
     let bpid = bridge.pid();
     // Let start-up settle (probe, tools/list), then sample idle memory.
     std::thread::sleep(Duration::from_millis(100));
@@ -533,6 +563,7 @@ fn run_bridge_cell(cfg: &Config, kind: ChildKind, cell: Cell) -> Sample {
             .map(|i| {
                 tokio::spawn(http_client(
                     addr,
+                    tool,
                     i as u64 + 1,
                     text.clone(),
                     measure_from,
@@ -648,7 +679,7 @@ fn run_floor_cell(cfg: &Config, kind: ChildKind, cell: Cell) -> Sample {
                     }
                     buf.clear();
                     for _ in 0..n {
-                        buf.extend_from_slice(&request_body(next_id, text));
+                        buf.extend_from_slice(&request_body(next_id, text, "echo"));
                         buf.push(b'\n');
                         inflight.borrow_mut().push_back((next_id, now));
                         next_id += 1;
@@ -835,6 +866,9 @@ struct Row {
 fn target_label(c: &Cell) -> String {
     match (c.target, c.clients) {
         (Target::Bridge, n) => format!("bridge, {n} HTTP client{}", if n == 1 { "" } else { "s" }),
+        (Target::Endpoint, n) => {
+            format!("endpoint, {n} HTTP client{}", if n == 1 { "" } else { "s" })
+        }
         (Target::Floor, 1) => "floor, stdio, 1 in flight".into(),
         (Target::Floor, n) => format!("floor, stdio, {n} pipelined"),
     }
@@ -858,7 +892,7 @@ fn print_table(cfg: &Config, rows: &[Row]) {
         let rps: Vec<f64> = s.iter().map(|x| x.rps).collect();
         let lo = rps.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = rps.iter().copied().fold(0.0, f64::max);
-        let bridge = r.cell.target == Target::Bridge;
+        let bridge = r.cell.target != Target::Floor;
         println!(
             "| {} | {} | {} | {} ({}–{}) | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             r.child.label(),
@@ -977,7 +1011,7 @@ fn print_table(cfg: &Config, rows: &[Row]) {
 /// A CPU-speed reference for comparing runs made at different times on a shared (virtual)
 /// machine: best-of-5 time to `Envelope::parse` a 64 KB frame, in µs.
 fn calibration_us() -> f64 {
-    let frame = request_body(1, &echo_text(64 * 1024));
+    let frame = request_body(1, &echo_text(64 * 1024), "echo");
     (0..5)
         .map(|_| {
             let t = Instant::now();
@@ -1025,7 +1059,7 @@ fn main() {
                     eprintln!("  (waited {waited:.1} s for the machine to quieten)");
                 }
                 let s = match row.cell.target {
-                    Target::Bridge => run_bridge_cell(&cfg, row.child, row.cell),
+                    Target::Bridge | Target::Endpoint => run_bridge_cell(&cfg, row.child, row.cell),
                     Target::Floor => run_floor_cell(&cfg, row.child, row.cell),
                 };
                 eprintln!(
