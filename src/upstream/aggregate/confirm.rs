@@ -78,14 +78,8 @@ pub struct Approvals {
 
 impl Approvals {
     pub fn new() -> Self {
-        let mut key = [0u8; 32];
-        if getrandom::fill(&mut key).is_err() {
-            tracing::warn!("no OS randomness for the endpoint's approval key; using a weaker key");
-            let seed = format!("{:?}{:p}", SystemTime::now(), &key);
-            key.copy_from_slice(&<Sha256 as sha2::Digest>::digest(seed.as_bytes()));
-        }
         Self {
-            key,
+            key: super::cursor::random_key("approval"),
             next: AtomicU64::new(1),
             open: Mutex::new(HashMap::new()),
         }

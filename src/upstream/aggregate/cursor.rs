@@ -16,19 +16,27 @@ const PREFIX: &str = "mcpbc1.";
 /// Members still to walk: (index in `servers`, that member's own cursor).
 pub type Pending = Vec<(usize, String)>;
 
+/// A key drawn at start for one of the endpoint's signatures (`what`: its cursors, its
+/// approval rounds); without OS randomness a weaker one, warned.
+pub(super) fn random_key(what: &str) -> [u8; 32] {
+    let mut key = [0u8; 32];
+    if getrandom::fill(&mut key).is_err() {
+        tracing::warn!("no OS randomness for the endpoint's {what} key; using a weaker key");
+        let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &key);
+        key.copy_from_slice(&<Sha256 as sha2::Digest>::digest(seed.as_bytes()));
+    }
+    key
+}
+
 pub struct CursorSigner {
     key: [u8; 32],
 }
 
 impl CursorSigner {
     pub fn new() -> Self {
-        let mut key = [0u8; 32];
-        if getrandom::fill(&mut key).is_err() {
-            tracing::warn!("no OS randomness for the endpoint's cursor key; using a weaker key");
-            let seed = format!("{:?}{:p}", std::time::SystemTime::now(), &key);
-            key.copy_from_slice(&<Sha256 as sha2::Digest>::digest(seed.as_bytes()));
+        Self {
+            key: random_key("cursor"),
         }
-        Self { key }
     }
 
     fn mac(&self, payload: &str) -> Vec<u8> {

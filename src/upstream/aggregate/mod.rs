@@ -20,6 +20,10 @@
 //!   2025 session's GET stream and a 2026 caller's listen are fed for a 2025 upstream.
 //! - **A member that is down** drops out of the lists (and `list_changed` goes out); a call
 //!   routed to it gets an error naming it; the others keep answering.
+//! - **Per caller**: `[[policy]]` hides and refuses names ([`Aggregate::permit`]) or has the
+//!   caller approve a call first ([`confirm`]); `rate`/`concurrency` ([`limits`]); one
+//!   audit line per call ([`audited`]). A 2025 caller's subscriptions on a 2026 member are
+//!   kept here ([`Aggregate::subscribe_modern`]).
 //!
 //! The members are owned by their own `[servers.NAME]` entries: stopping the endpoint stops
 //! only its own tasks.
