@@ -367,9 +367,14 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
             }
         }
     }
-    if log.is_some() && s.get_stream_open.load(Ordering::Acquire) {
-        // A client resuming its GET stream has lost the old one, even if the bridge has not
-        // noticed yet: the resumed stream takes its place.
+    // Subscribed before an older stream is ended: what the upstream sends meanwhile reaches
+    // this stream (the old one may have written some of it too: a repeat, never a loss).
+    let rx = s.upstream.subscribe();
+    if s.get_stream_open.load(Ordering::Acquire) {
+        // A second GET takes the place of the first: a client that reopens its stream (one
+        // resuming it, or one that reconnects without closing the old, as some hosts do) has
+        // given up on the old one, even if the bridge has not noticed yet. The old stream
+        // ends cleanly at its next poll.
         s.stop_get_stream();
         for _ in 0..100 {
             if !s.get_stream_open.load(Ordering::Acquire) {
@@ -377,13 +382,15 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        debug!(session = %&s.id[..s.id.len().min(8)], "a new GET stream replaces the session's open one");
     }
     if s.get_stream_open.swap(true, Ordering::AcqRel) {
+        // The old stream did not end within a second (its body is not being polled).
         return rpc_error(
             StatusCode::CONFLICT,
             None,
             code::INVALID_REQUEST,
-            "Conflict: this session already has a GET stream open",
+            "Conflict: this session's GET stream is still open and did not end in time",
             None,
         );
     }
@@ -403,7 +410,6 @@ pub async fn get_stream(app: &Arc<App>, h: &HeaderMap) -> Response<Body> {
         },
         None => (None, Vec::new()),
     };
-    let rx = s.upstream.subscribe();
     // A 2026 child has no GET stream: a listen is held on it for this session instead.
     let held = held_listen(&s);
     let st = GetStream {

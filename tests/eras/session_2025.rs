@@ -186,9 +186,10 @@ async fn get_stream() {
         .unwrap_or("")
         .to_owned();
     assert!(ct.starts_with("text/event-stream"), "content-type {ct:?}");
-    let mut stream = SseReader::new(r);
+    let mut old = SseReader::new(r);
 
-    // Only one GET stream per session.
+    // A second GET replaces the first (a host that reopens its stream without closing the
+    // old one): the old stream ends, the new one carries what follows.
     let r = c
         .get(&b.url)
         .header("accept", "text/event-stream")
@@ -196,7 +197,12 @@ async fn get_stream() {
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 409);
+    assert_eq!(r.status(), 200);
+    let mut stream = SseReader::new(r);
+    assert!(
+        old.ends_within(Duration::from_secs(10)).await,
+        "the replaced GET stream stayed open"
+    );
 
     // A GET with an unknown session → 404.
     let r = c
